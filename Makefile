@@ -1,0 +1,54 @@
+# meshcomm front door. `make demo` and `make test` work on a fresh Debian 12
+# machine: both install what is missing, build, and run.
+PYTHON ?= /usr/bin/python3
+BUILD ?= build
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+export PYTHONPATH := $(CURDIR)/$(BUILD)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: all deps configure build test test-cpp test-python test-long demo install fuzz clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -G Ninja -DMESHCOMM_PYTHON=$(PYTHON) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps build
+	$(MAKE) --no-print-directory test-cpp test-python
+
+test-cpp:
+	$(BUILD)/bin/meshcomm_tests --gtest_brief=1
+
+test-python:
+	cd tests/python && $(PYTHON) -m pytest -q -p no:cacheprovider .
+
+# Sanitizer builds, long sweeps and soaks: run before resolving an issue.
+test-long: deps
+	bash scripts/test-long.sh
+
+demo: deps build
+	bash scripts/demo.sh
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# libFuzzer targets (clang); runs each for a bounded time.
+fuzz: deps
+	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+	  -DMESHCOMM_BUILD_FUZZERS=ON -DMESHCOMM_BUILD_TESTS=OFF -DMESHCOMM_BUILD_PYTHON=OFF
+	cmake --build $(BUILD)-fuzz -j $(JOBS)
+	$(BUILD)-fuzz/bin/fuzz_store_frame -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-asan $(BUILD)-tsan

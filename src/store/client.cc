@@ -1,0 +1,174 @@
+#include "store/client.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/crypto.h"
+#include "common/socket.h"
+#include "meshcomm/error.h"
+
+namespace meshcomm {
+
+using store::Frame;
+using store::Op;
+using store::Status;
+
+namespace {
+
+constexpr char kAuthContext[] = "meshcomm-store-auth-v1";
+
+std::string describeSeconds(std::chrono::milliseconds ms) {
+  return std::to_string(ms.count() / 1000.0).substr(0, 6) + " s";
+}
+
+}  // namespace
+
+TCPStoreClient::TCPStoreClient(std::string host, uint16_t port,
+                               const std::string& authToken, bool local,
+                               const StoreLimits& limits, const Deadline& deadline)
+    : host_(std::move(host)), port_(port), limits_(limits) {
+  endpoint_ = host_ + ":" + std::to_string(port_);
+  auto started = Deadline::Clock::now();
+  auto backoff = std::chrono::milliseconds(5);
+  std::string why = "no attempt made";
+  for (;;) {
+    // Each attempt gets a bounded slice so a black-holed SYN does not eat
+    // the whole budget in one go.
+    Deadline attempt = deadline.earlier(Deadline::after(std::chrono::seconds(5)));
+    fd_ = tryConnectTcp(host_, port_, attempt, &why);
+    if (fd_) break;
+    if (deadline.expired() ||
+        deadline.remaining() < backoff) {
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+          Deadline::Clock::now() - started);
+      throw Timeout("could not connect to the store at " + endpoint_ + " within " +
+                    describeSeconds(waited) + " (last error: " + why +
+                    "); is the server running and reachable?");
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  handshake(authToken, local, deadline);
+}
+
+void TCPStoreClient::handshake(const std::string& authToken, bool local,
+                               const Deadline& deadline) {
+  Bytes flags = store::encodeU64(local ? store::kHelloFlagLocal : 0);
+  std::string label = "meshcomm-client";
+  auto hello = call(Op::kHello, {store::asSpan(flags), store::asSpan(label)}, deadline);
+  bool authRequired = hello.size() == 2 && hello[0].size() == 1 && hello[0][0] == 1;
+  if (!authRequired) return;
+  if (authToken.empty()) {
+    fd_.reset();
+    throw StoreError("the store at " + endpoint_ +
+                     " requires authentication but this process has no token; "
+                     "set MESHCOMM_AUTH_TOKEN (or pass auth_token) to the job's token");
+  }
+  Bytes message = hello[1];
+  message.insert(message.end(), kAuthContext, kAuthContext + sizeof(kAuthContext) - 1);
+  Bytes mac = hmacSha256(authToken, message);
+  call(Op::kAuth, {store::asSpan(mac)}, deadline);
+}
+
+std::vector<Bytes> TCPStoreClient::call(
+    Op op, const std::vector<std::span<const uint8_t>>& args,
+    const Deadline& deadline) {
+  Frame response = roundTrip(op, args, deadline);
+  auto status = static_cast<Status>(response.code);
+  auto message = [&] {
+    return response.args.empty() ? std::string("(no message)")
+                                 : store::asString(response.args[0]);
+  };
+  switch (status) {
+    case Status::kOk:
+      return std::move(response.args);
+    case Status::kTimeout:
+      throw Timeout("store " + endpoint_ + ": " + std::string(store::opName(op)) +
+                    " " + message());
+    case Status::kError:
+      throw StoreError("store " + endpoint_ + ": " + std::string(store::opName(op)) +
+                       " failed: " + message());
+    case Status::kAuthRequired:
+    case Status::kAuthFailed:
+    case Status::kBadRequest: {
+      std::lock_guard<std::mutex> lock(mu_);
+      brokenWhy_ = message();
+      fd_.reset();
+      throw StoreError("store " + endpoint_ + " refused the connection: " + message());
+    }
+  }
+  throw StoreError("store " + endpoint_ + ": unexpected response");
+}
+
+Frame TCPStoreClient::roundTrip(Op op,
+                                const std::vector<std::span<const uint8_t>>& args,
+                                const Deadline& deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!brokenWhy_.empty()) {
+    throw StoreError("connection to the store at " + endpoint_ +
+                     " is unusable: " + brokenWhy_);
+  }
+  auto breakWith = [&](const std::string& why) {
+    brokenWhy_ = why;
+    fd_.reset();
+  };
+  sendBuffer_.clear();
+  store::encodeFrame(static_cast<uint8_t>(op), args, &sendBuffer_);
+  IoResult r = sendAll(fd_.get(), sendBuffer_.data(), sendBuffer_.size(), deadline);
+  if (sendBuffer_.capacity() > (size_t{1} << 20)) Bytes().swap(sendBuffer_);
+  if (!r.ok()) {
+    std::string why = std::string(store::opName(op)) + " request: " + r.describe();
+    breakWith(why);
+    if (r.status == IoStatus::kTimeout) {
+      throw Timeout("store " + endpoint_ + ": timed out sending " + why);
+    }
+    throw StoreError("lost the connection to the store at " + endpoint_ + " (" +
+                     why + ")");
+  }
+  store::FrameDecoder decoder(store::Role::kClient, limits_);
+  recvBuffer_.resize(64 * 1024);
+  for (;;) {
+    ssize_t n = ::recv(fd_.get(), recvBuffer_.data(), recvBuffer_.size(), 0);
+    if (n > 0) {
+      store::FrameDecoder::Result result;
+      size_t used = decoder.feed(recvBuffer_.data(), static_cast<size_t>(n), &result);
+      if (result == store::FrameDecoder::Result::kFrame) {
+        if (used != static_cast<size_t>(n)) {
+          breakWith("the server sent more than one response");
+          throw StoreError("store " + endpoint_ + ": protocol error (" + brokenWhy_ + ")");
+        }
+        return decoder.take();
+      }
+      if (result == store::FrameDecoder::Result::kError) {
+        breakWith("malformed response: " + decoder.error());
+        throw StoreError("store " + endpoint_ + ": " + brokenWhy_);
+      }
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      std::string why = n == 0 ? "the server closed the connection"
+                               : std::string(std::strerror(errno));
+      breakWith(why);
+      throw StoreError("lost the connection to the store at " + endpoint_ +
+                       " during " + store::opName(op) + ": " + why);
+    }
+    if (errno == EINTR) continue;
+    IoResult w = waitReadable(fd_.get(), deadline);
+    if (w.status == IoStatus::kTimeout) {
+      breakWith(std::string("no response to ") + store::opName(op) + " in time");
+      throw Timeout("store " + endpoint_ + ": no response to " + store::opName(op) +
+                    " before the deadline");
+    }
+    if (!w.ok()) {
+      breakWith(w.describe());
+      throw StoreError("lost the connection to the store at " + endpoint_ + ": " +
+                       w.describe());
+    }
+  }
+}
+
+}  // namespace meshcomm

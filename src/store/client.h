@@ -1,0 +1,57 @@
+// TCPStoreClient: one blocking connection to a TCPStoreServer.
+//
+// Connecting retries with exponential backoff until the deadline, so
+// clients may start before the server. Each call sends one request and
+// waits for its response; a connection whose response never came is
+// abandoned (its stream would be out of step) and later calls fail fast.
+//
+// Thread-safety: calls are serialised by an internal mutex.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/fd.h"
+#include "meshcomm/store.h"
+#include "store/protocol.h"
+
+namespace meshcomm {
+
+class TCPStoreClient {
+ public:
+  // Connects and completes the handshake (and authentication when the
+  // server asks for it). `local` marks the server's own client, which does
+  // not count as a worker. Throws Timeout or StoreError.
+  TCPStoreClient(std::string host, uint16_t port, const std::string& authToken,
+                 bool local, const StoreLimits& limits, const Deadline& deadline);
+
+  // Sends one request and returns the OK response's arguments. Throws
+  // Timeout for a kTimeout response or a missing response, StoreError for
+  // every other failure.
+  std::vector<Bytes> call(store::Op op, const std::vector<std::span<const uint8_t>>& args,
+                          const Deadline& deadline);
+
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  store::Frame roundTrip(store::Op op,
+                         const std::vector<std::span<const uint8_t>>& args,
+                         const Deadline& deadline);
+  void handshake(const std::string& authToken, bool local, const Deadline& deadline);
+
+  std::string host_;
+  uint16_t port_;
+  std::string endpoint_;
+  StoreLimits limits_;
+  std::mutex mu_;
+  Fd fd_;                  // GUARDED_BY(mu_)
+  std::string brokenWhy_;  // GUARDED_BY(mu_); non-empty once unusable
+  Bytes sendBuffer_;       // GUARDED_BY(mu_)
+  Bytes recvBuffer_;       // GUARDED_BY(mu_)
+};
+
+}  // namespace meshcomm
