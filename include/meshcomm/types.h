@@ -1,0 +1,63 @@
+// Element types, reduction operators and the tensor view the C++ API takes.
+//
+// Thread-safety: plain values; all functions are pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "meshcomm/export.h"
+
+namespace meshcomm {
+
+enum class DType : uint8_t {
+  kBool,
+  kInt8,
+  kUInt8,
+  kInt16,
+  kUInt16,
+  kInt32,
+  kUInt32,
+  kInt64,
+  kUInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kComplex64,
+  kComplex128,
+};
+inline constexpr int kNumDTypes = 15;
+
+// Bytes per element.
+MESHCOMM_API size_t dtypeSize(DType dtype);
+// "float32", "bfloat16", ... (numpy spelling; "bfloat16" for the one numpy lacks).
+MESHCOMM_API const char* dtypeName(DType dtype);
+// Inverse of dtypeName; throws InvalidArgument for an unknown name.
+MESHCOMM_API DType dtypeFromName(std::string_view name);
+
+enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax };
+inline constexpr int kNumReduceOps = 4;
+
+// "sum", "prod", "min", "max".
+MESHCOMM_API const char* reduceOpName(ReduceOp op);
+// Inverse of reduceOpName; throws InvalidArgument for anything else.
+MESHCOMM_API ReduceOp reduceOpFromName(std::string_view name);
+// Whether op is defined for dtype (min/max are not defined for complex).
+MESHCOMM_API bool reduceOpSupports(ReduceOp op, DType dtype);
+
+// A view of caller-owned contiguous memory: numel elements of dtype at data.
+// meshcomm never takes ownership and never keeps the pointer past the
+// operation that received it (async operations: until their Work completes).
+struct TensorRef {
+  void* data = nullptr;
+  int64_t numel = 0;
+  DType dtype = DType::kFloat32;
+
+  size_t bytes() const { return static_cast<size_t>(numel) * dtypeSize(dtype); }
+};
+
+}  // namespace meshcomm

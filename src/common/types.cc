@@ -1,0 +1,65 @@
+#include "meshcomm/types.h"
+
+#include <array>
+#include <string>
+
+#include "meshcomm/error.h"
+
+namespace meshcomm {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  const char* name;
+  size_t size;
+};
+
+constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
+    {DType::kBool, "bool", 1},
+    {DType::kInt8, "int8", 1},
+    {DType::kUInt8, "uint8", 1},
+    {DType::kInt16, "int16", 2},
+    {DType::kUInt16, "uint16", 2},
+    {DType::kInt32, "int32", 4},
+    {DType::kUInt32, "uint32", 4},
+    {DType::kInt64, "int64", 8},
+    {DType::kUInt64, "uint64", 8},
+    {DType::kFloat16, "float16", 2},
+    {DType::kBFloat16, "bfloat16", 2},
+    {DType::kFloat32, "float32", 4},
+    {DType::kFloat64, "float64", 8},
+    {DType::kComplex64, "complex64", 8},
+    {DType::kComplex128, "complex128", 16},
+}};
+
+constexpr std::array<const char*, kNumReduceOps> kOpNames = {"sum", "prod", "min", "max"};
+
+}  // namespace
+
+size_t dtypeSize(DType dtype) { return kDTypes[static_cast<size_t>(dtype)].size; }
+
+const char* dtypeName(DType dtype) { return kDTypes[static_cast<size_t>(dtype)].name; }
+
+DType dtypeFromName(std::string_view name) {
+  for (const auto& d : kDTypes) {
+    if (name == d.name) return d.dtype;
+  }
+  throw InvalidArgument("unknown dtype '" + std::string(name) + "'");
+}
+
+const char* reduceOpName(ReduceOp op) { return kOpNames[static_cast<size_t>(op)]; }
+
+ReduceOp reduceOpFromName(std::string_view name) {
+  for (size_t i = 0; i < kOpNames.size(); ++i) {
+    if (name == kOpNames[i]) return static_cast<ReduceOp>(i);
+  }
+  throw InvalidArgument("unknown reduce op '" + std::string(name) +
+                        "'; expected one of sum, prod, min, max");
+}
+
+bool reduceOpSupports(ReduceOp op, DType dtype) {
+  bool complex = dtype == DType::kComplex64 || dtype == DType::kComplex128;
+  return !(complex && (op == ReduceOp::kMin || op == ReduceOp::kMax));
+}
+
+}  // namespace meshcomm
