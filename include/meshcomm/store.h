@@ -146,6 +146,12 @@ class MESHCOMM_API TCPStore final : public Store {
   std::chrono::milliseconds timeout() const override;
   void setTimeout(std::chrono::milliseconds timeout) override;
 
+  // Asks the server to append value to key if this store's connection
+  // closes before clearOnDisconnect() (the process died). Only one
+  // registration per TCPStore; a new one replaces the old.
+  void appendOnDisconnect(const std::string& key, const Bytes& value);
+  void clearOnDisconnect();
+
   const std::string& host() const { return options_.host; }
   // The port the server listens on (the chosen one when options.port was 0).
   uint16_t port() const { return port_; }

@@ -13,9 +13,20 @@ class Deadline {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // A timeout too large to add to the clock (milliseconds::max(), or
+  // centuries) means no deadline, not an overflowed one in the past; a
+  // negative timeout has already expired.
   static Deadline after(std::chrono::milliseconds timeout) {
     Deadline d;
-    d.at_ = Clock::now() + timeout;
+    auto now = Clock::now();
+    if (timeout.count() <= 0) {
+      d.at_ = now;
+      return d;
+    }
+    auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+        Clock::time_point::max() - now);
+    if (timeout >= room) return d;  // never
+    d.at_ = now + timeout;
     return d;
   }
   static Deadline never() { return Deadline(); }

@@ -22,7 +22,7 @@ void logLine(LogLevel level, const std::string& message);
   do {                                                               \
     if (::meshcomm::logEnabled(::meshcomm::LogLevel::level)) {       \
       std::ostringstream meshcomm_log_os_;                           \
-      meshcomm_log_os_ << "" __VA_ARGS__;                            \
+      meshcomm_log_os_ << __VA_ARGS__;                               \
       ::meshcomm::logLine(::meshcomm::LogLevel::level,               \
                           meshcomm_log_os_.str());                   \
     }                                                                \

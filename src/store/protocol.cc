@@ -32,8 +32,31 @@ uint64_t getU64(const uint8_t* p) {
 
 // The shape of one request: how many arguments it takes and what each is.
 enum class Arg { kInt, kKey, kValue, kLabel, kMac };
-constexpr size_t kMaxLabelBytes = 256;
+constexpr size_t kMaxLabelBytes = kMaxOnCloseValueBytes;
 constexpr size_t kMaxMacBytes = 64;
+
+// What argument `index` of a request with opcode `code` is. REQUIRES: code
+// passed isKnownOp (checkHeader runs first).
+Arg requestArgKind(uint8_t code, size_t index) {
+  switch (static_cast<Op>(code)) {
+    case Op::kHello: return index == 0 ? Arg::kInt : Arg::kLabel;
+    case Op::kAuth: return Arg::kMac;
+    case Op::kSet:
+    case Op::kAppend: return index == 0 ? Arg::kKey : Arg::kValue;
+    case Op::kGet:
+    case Op::kWait:
+    case Op::kMultiGet: return index == 0 ? Arg::kInt : Arg::kKey;
+    case Op::kAdd: return index == 0 ? Arg::kKey : Arg::kInt;
+    case Op::kDelete:
+    case Op::kCheck: return Arg::kKey;
+    case Op::kCompareSet: return index == 0 ? Arg::kKey : Arg::kValue;
+    case Op::kMultiSet: return index % 2 == 0 ? Arg::kKey : Arg::kValue;
+    case Op::kNumKeys:
+    case Op::kPing: return Arg::kInt;  // take no arguments
+    case Op::kAppendOnClose: return index == 0 ? Arg::kKey : Arg::kLabel;
+  }
+  return Arg::kValue;
+}
 
 }  // namespace
 
@@ -53,13 +76,14 @@ const char* opName(Op op) {
     case Op::kMultiGet: return "multi_get";
     case Op::kMultiSet: return "multi_set";
     case Op::kPing: return "ping";
+    case Op::kAppendOnClose: return "append_on_close";
   }
   return "unknown";
 }
 
 bool isKnownOp(uint8_t code) {
   return code >= static_cast<uint8_t>(Op::kHello) &&
-         code <= static_cast<uint8_t>(Op::kPing);
+         code <= static_cast<uint8_t>(Op::kAppendOnClose);
 }
 
 bool isKnownStatus(uint8_t code) {
@@ -167,7 +191,8 @@ bool FrameDecoder::checkHeader() {
     case Op::kSet:
     case Op::kGet:
     case Op::kAdd:
-    case Op::kAppend: return need(argc_ == 2);
+    case Op::kAppend:
+    case Op::kAppendOnClose: return need(argc_ == 2);
     case Op::kDelete: return need(argc_ == 1);
     case Op::kCompareSet: return need(argc_ == 3);
     case Op::kWait:
@@ -185,24 +210,7 @@ size_t FrameDecoder::argLimit(size_t index) const {
   if (role_ == Role::kClient) {
     return std::max(limits_.maxValueBytes, limits_.maxKeyBytes);
   }
-  Arg kind = Arg::kValue;
-  switch (static_cast<Op>(code_)) {
-    case Op::kHello: kind = index == 0 ? Arg::kInt : Arg::kLabel; break;
-    case Op::kAuth: kind = Arg::kMac; break;
-    case Op::kSet:
-    case Op::kAppend: kind = index == 0 ? Arg::kKey : Arg::kValue; break;
-    case Op::kGet:
-    case Op::kWait:
-    case Op::kMultiGet: kind = index == 0 ? Arg::kInt : Arg::kKey; break;
-    case Op::kAdd: kind = index == 0 ? Arg::kKey : Arg::kInt; break;
-    case Op::kDelete:
-    case Op::kCheck: kind = Arg::kKey; break;
-    case Op::kCompareSet: kind = index == 0 ? Arg::kKey : Arg::kValue; break;
-    case Op::kMultiSet: kind = index % 2 == 0 ? Arg::kKey : Arg::kValue; break;
-    case Op::kNumKeys:
-    case Op::kPing: kind = Arg::kInt; break;
-  }
-  switch (kind) {
+  switch (requestArgKind(code_, index)) {
     case Arg::kInt: return 8;
     case Arg::kKey: return limits_.maxKeyBytes;
     case Arg::kValue: return limits_.maxValueBytes;
@@ -220,7 +228,10 @@ bool FrameDecoder::startArg(uint32_t length) {
                 std::to_string(length) + " bytes exceeds the limit of " +
                 std::to_string(limit));
   }
-  if (role_ == Role::kServer && limit == 8 && length != 8) {
+  // Decided by the argument's kind, not by its limit: a key limit that
+  // happens to be 8 must not turn keys into integers.
+  if (role_ == Role::kServer && requestArgKind(code_, index) == Arg::kInt &&
+      length != 8) {
     return fail("argument " + std::to_string(index) +
                 " must be an 8-byte integer");
   }

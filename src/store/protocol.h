@@ -44,6 +44,9 @@ enum class Op : uint8_t {
   kMultiGet = 12,   // u64 timeoutMs, key...      -> value...
   kMultiSet = 13,   // (key, value)...            -> (empty)
   kPing = 14,       //                            -> (empty)
+  // When this connection closes without a clean shutdown, append value to
+  // key (an empty key cancels). Used for liveness: see PeerMonitor.
+  kAppendOnClose = 15,  // key, value             -> (empty)
 };
 
 enum class Status : uint8_t {
@@ -58,6 +61,8 @@ enum class Status : uint8_t {
 // HELLO flag: this client belongs to the server's own process and does not
 // count towards wait_for_workers.
 inline constexpr uint64_t kHelloFlagLocal = 1;
+// The largest value kAppendOnClose may register.
+inline constexpr size_t kMaxOnCloseValueBytes = 4096;
 
 const char* opName(Op op);
 bool isKnownOp(uint8_t code);

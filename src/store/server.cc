@@ -73,6 +73,8 @@ struct TCPStoreServer::Connection {
   bool worker = false;
   bool closing = false;  // close once `out` is flushed
   std::optional<Frame> parked;
+  std::string onCloseKey;  // kAppendOnClose registration
+  Bytes onCloseValue;
   std::vector<std::string> parkedKeys;
   std::optional<std::multimap<Deadline::Clock::time_point, ConnId>::iterator>
       deadlineIt;
@@ -371,6 +373,11 @@ void TCPStoreServer::handleCommand(Connection& c, Frame& frame) {
     case Op::kPing:
       respond(c, Status::kOk, {});
       return;
+    case Op::kAppendOnClose:
+      c.onCloseKey = key(0);
+      c.onCloseValue = std::move(a[1]);
+      respond(c, Status::kOk, {});
+      return;
     case Op::kSet: {
       std::string k = key(0);
       data_[k] = std::move(a[1]);
@@ -569,7 +576,16 @@ void TCPStoreServer::closeConnection(ConnId id) {
   Connection& c = *it->second;
   if (c.parked) unpark(c);
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  std::string onCloseKey = std::move(c.onCloseKey);
+  Bytes onCloseValue = std::move(c.onCloseValue);
   conns_.erase(it);
+  if (!onCloseKey.empty() && !stop_.load()) {
+    Bytes& v = data_[onCloseKey];
+    if (v.size() + onCloseValue.size() <= limits_.maxValueBytes) {
+      v.insert(v.end(), onCloseValue.begin(), onCloseValue.end());
+    }
+    wakeWaiters(onCloseKey);
+  }
 }
 
 }  // namespace meshcomm

@@ -26,6 +26,8 @@ uint64_t wireTimeout(std::chrono::milliseconds t) {
 
 Deadline responseDeadline(std::chrono::milliseconds t) {
   if (wireTimeout(t) == store::kNoTimeout) return Deadline::never();
+  // t + grace must not overflow into a negative (already expired) timeout.
+  if (t > std::chrono::milliseconds::max() - kResponseGrace) return Deadline::never();
   return Deadline::after(t + kResponseGrace);
 }
 
@@ -219,6 +221,24 @@ void TCPStore::multiSet(const std::vector<std::string>& keys,
     args.push_back(store::asSpan(values[i]));
   }
   client_->call(Op::kMultiSet, args, Deadline::after(options_.timeout));
+}
+
+void TCPStore::appendOnDisconnect(const std::string& key, const Bytes& value) {
+  checkKey(key, options_.limits);
+  if (key.empty()) throw InvalidArgument("appendOnDisconnect: the key must not be empty");
+  if (value.size() > store::kMaxOnCloseValueBytes) {
+    throw InvalidArgument("appendOnDisconnect: the value may be at most " +
+                          std::to_string(store::kMaxOnCloseValueBytes) + " bytes");
+  }
+  client_->call(Op::kAppendOnClose, {store::asSpan(key), store::asSpan(value)},
+                Deadline::after(options_.timeout));
+}
+
+void TCPStore::clearOnDisconnect() {
+  std::string none;
+  Bytes empty;
+  client_->call(Op::kAppendOnClose, {store::asSpan(none), store::asSpan(empty)},
+                Deadline::after(options_.timeout));
 }
 
 std::chrono::milliseconds TCPStore::timeout() const { return options_.timeout; }

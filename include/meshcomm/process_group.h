@@ -1,0 +1,197 @@
+// ProcessGroup: a set of ranks that run collectives and point-to-point
+// operations together, and World: the job's ranks, its rendezvous store and
+// the registry of its groups.
+//
+// Every operation is asynchronous: it is queued on the group's executor,
+// runs there in issue order, and returns a Work. A synchronous call is
+// `group.allReduce(t)->wait()`. Ranks are group ranks unless a name says
+// otherwise. Buffers are the caller's and must stay valid until the Work
+// completes.
+//
+// Errors: calls throw InvalidArgument for bad arguments before anything is
+// queued. Communication failures end the Work with Timeout, PeerLost,
+// Mismatch or Aborted, and leave the group broken: later calls on it fail
+// at once with the same error; destroy it and create a new one.
+//
+// Thread-safety: every method may be called from any thread; operations
+// issued from several threads on one group run in the order the calls
+// entered the group.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meshcomm/export.h"
+#include "meshcomm/store.h"
+#include "meshcomm/types.h"
+#include "meshcomm/work.h"
+
+namespace meshcomm {
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// Per-operation options; fields an operation does not use are ignored.
+struct OpOptions {
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;  // group rank of the source/destination
+  int tag = 0;   // point-to-point only
+  // 0 means the group's timeout.
+  std::chrono::milliseconds timeout{0};
+  // Return only once the operation has completed (the Work is already
+  // done). Lets a synchronous call run on the calling thread.
+  bool blocking = false;
+};
+
+// One element of a batched point-to-point call.
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind;
+  TensorRef tensor;
+  int peer;  // group rank
+  int tag = 0;
+};
+
+class GroupImpl;
+
+class MESHCOMM_API ProcessGroup {
+ public:
+  explicit ProcessGroup(std::shared_ptr<GroupImpl> impl);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  const std::string& name() const;
+  int rank() const;
+  int size() const;
+  // World ranks of the members, indexed by group rank.
+  const std::vector<int>& worldRanks() const;
+  // Throws InvalidArgument when groupRank is out of range.
+  int toWorldRank(int groupRank) const;
+  // Returns -1 when worldRank is not a member.
+  int toGroupRank(int worldRank) const;
+  std::chrono::milliseconds timeout() const;
+
+  // ---- collectives (src/collectives/<family>.cc) ----
+  // In place: every rank ends with op over all ranks' data.
+  WorkPtr allReduce(TensorRef data, const OpOptions& options = {});
+  // In place: every rank ends with the root's data.
+  WorkPtr broadcast(TensorRef data, const OpOptions& options = {});
+  // In place at the root: data becomes op over all ranks' data; the other
+  // ranks' buffers are left as they were.
+  WorkPtr reduce(TensorRef data, const OpOptions& options = {});
+  // outputs[r] receives rank r's input; all the same numel and dtype.
+  WorkPtr allGather(const std::vector<TensorRef>& outputs, TensorRef input,
+                    const OpOptions& options = {});
+  // output = concatenation of every rank's input (output.numel == size * input.numel).
+  WorkPtr allGatherInto(TensorRef output, TensorRef input, const OpOptions& options = {});
+  // output = concatenation of inputs of counts[r] elements each.
+  WorkPtr allGatherUneven(TensorRef output, TensorRef input,
+                          const std::vector<int64_t>& counts,
+                          const OpOptions& options = {});
+  // output = op over ranks of inputs[rank].
+  WorkPtr reduceScatter(TensorRef output, const std::vector<TensorRef>& inputs,
+                        const OpOptions& options = {});
+  // input holds size equal blocks; output = op over ranks of block[rank].
+  WorkPtr reduceScatterTensor(TensorRef output, TensorRef input,
+                              const OpOptions& options = {});
+  // input holds blocks of counts[r] elements; output = op of block[rank].
+  WorkPtr reduceScatterUneven(TensorRef output, TensorRef input,
+                              const std::vector<int64_t>& counts,
+                              const OpOptions& options = {});
+  // At the root, outputs[r] receives rank r's input (outputs ignored elsewhere).
+  WorkPtr gather(const std::vector<TensorRef>& outputs, TensorRef input,
+                 const OpOptions& options = {});
+  // At the root, output = concatenation of every rank's input.
+  WorkPtr gatherInto(TensorRef output, TensorRef input, const OpOptions& options = {});
+  // Rank r receives the root's inputs[r] (inputs ignored elsewhere).
+  WorkPtr scatter(TensorRef output, const std::vector<TensorRef>& inputs,
+                  const OpOptions& options = {});
+  // Rank r receives block r of the root's input.
+  WorkPtr scatterTensor(TensorRef output, TensorRef input, const OpOptions& options = {});
+  // outputs[r] receives rank r's inputs[rank]; sizes may differ per pair.
+  WorkPtr allToAll(const std::vector<TensorRef>& outputs,
+                   const std::vector<TensorRef>& inputs, const OpOptions& options = {});
+  // Rank r's input holds sendCounts[j] elements for each rank j in order;
+  // the output holds recvCounts[j] elements from each rank j in order.
+  // Empty count vectors mean equal blocks.
+  WorkPtr allToAllSingle(TensorRef output, TensorRef input,
+                         const std::vector<int64_t>& recvCounts,
+                         const std::vector<int64_t>& sendCounts,
+                         const OpOptions& options = {});
+  WorkPtr barrier(const OpOptions& options = {});
+
+  // ---- point to point (src/collectives/p2p.cc) ----
+  // A receive matches the send from the same peer with the same tag, in
+  // the order both were issued; sizes and dtypes must agree.
+  WorkPtr send(TensorRef data, int dst, const OpOptions& options = {});
+  WorkPtr recv(TensorRef data, int src, const OpOptions& options = {});
+  // All sends and receives progress together, so no listing order deadlocks.
+  WorkPtr batchSendRecv(const std::vector<P2POp>& ops, const OpOptions& options = {});
+
+  const std::shared_ptr<GroupImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<GroupImpl> impl_;
+};
+
+struct InitOptions {
+  // "" (use `store`, or the launcher's environment when there is none),
+  // "env://" (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), or
+  // "tcp://host:port" (rank 0 hosts the store there).
+  std::string initMethod;
+  std::shared_ptr<Store> store;
+  // -1: taken from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_*).
+  int rank = -1;
+  int worldSize = -1;
+  // Default deadline of every operation; MESHCOMM_TIMEOUT_MS overrides
+  // the default when this is left at 0.
+  std::chrono::milliseconds timeout{0};
+  std::string backend = "mccl";
+};
+
+class WorldImpl;
+
+// The job: created collectively by every rank, owner of the world group
+// and of every sub-group created through it.
+class MESHCOMM_API World {
+ public:
+  // Joins the job; returns once every rank has joined. Throws
+  // InvalidArgument for inconsistent rank/world size, Timeout when some
+  // ranks do not arrive (naming them).
+  static std::shared_ptr<World> init(const InitOptions& options);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int rank() const;
+  int size() const;
+  const std::string& backend() const;
+  std::shared_ptr<ProcessGroup> worldGroup() const;
+
+  // Creates the group of the given world ranks (sorted, unique), called by
+  // exactly those ranks; returns once all of them have called. The name is
+  // `<backend>_<n>_<sha1 of "_".join(ranks)>`. Calling it again with the
+  // same ranks returns the existing group. Throws InvalidArgument when this
+  // rank is not in `ranks` or ranks are out of range or duplicated.
+  std::shared_ptr<ProcessGroup> newGroup(std::vector<int> ranks,
+                                         const std::string& backend = "mccl",
+                                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // The group with this name (the world group answers to its own name and
+  // to "hccl_world_group"), or null.
+  std::shared_ptr<ProcessGroup> findGroup(const std::string& name) const;
+  // Destroys one group (waits for its queued operations to finish first).
+  void destroyGroup(const std::string& name);
+  // Names of the live groups.
+  std::vector<std::string> groupNames() const;
+
+  static std::string groupName(const std::string& backend, std::vector<int> ranks);
+  static const char* worldGroupName();
+
+ private:
+  explicit World(std::unique_ptr<WorldImpl> impl);
+  std::unique_ptr<WorldImpl> impl_;
+};
+
+}  // namespace meshcomm

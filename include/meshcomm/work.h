@@ -1,0 +1,54 @@
+// Work: the handle of one operation issued on a process group.
+//
+// An operation runs on its group's executor in issue order; its Work
+// completes when the operation has finished on this rank (outputs written,
+// inputs no longer read). wait() is equivalent to
+//   while (!isCompleted()) sleep_until_progress();  if (error) rethrow;
+//
+// Thread-safety: every method may be called from any thread, any number of
+// times; all waiters are released together.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+
+#include "meshcomm/export.h"
+
+namespace meshcomm {
+
+class MESHCOMM_API Work {
+ public:
+  explicit Work(std::string description);
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Waits for completion and rethrows the error that ended the operation,
+  // if any. With a timeout, returns false if it passed first (the operation
+  // keeps running; wait again later). Throws on error even after a
+  // previous wait() observed it.
+  bool wait(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
+
+  bool isCompleted() const;
+  // Whether the operation ended with an error (only meaningful once completed).
+  bool failed() const;
+  // The error that ended the operation, or null.
+  std::exception_ptr exception() const;
+  // "all_reduce #12 on group mccl_world_group" and the like.
+  const std::string& description() const { return description_; }
+
+  // Called by the executor: marks the operation done, with or without an
+  // error, and wakes every waiter. Only the first call has an effect.
+  void complete(std::exception_ptr error = nullptr);
+
+ private:
+  const std::string description_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;            // GUARDED_BY(mu_)
+  std::exception_ptr error_;     // GUARDED_BY(mu_)
+};
+
+}  // namespace meshcomm

@@ -1,0 +1,130 @@
+// all_reduce: recursive doubling for small buffers, ring for large ones.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "collectives/blocks.h"
+#include "collectives/collectives.h"
+#include "common/check.h"
+#include "reduce/reduce.h"
+
+namespace meshcomm::collectives {
+namespace {
+
+// Recursive doubling. Schedule, with p2 the largest power of two <= P and
+// rem = P - p2: (1) each even rank below 2*rem hands its buffer to the odd
+// rank above it and sits out; (2) the p2 remaining ranks exchange whole
+// buffers with partners at distance 1, 2, 4, ... and reduce after each
+// exchange; (3) the odd ranks hand the result back. Both partners of every
+// exchange compute op(a, b) of the same two values, and op is commutative,
+// so every rank ends with identical bits.
+void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  const size_t bytes = count * dtypeSize(dtype);
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  const int rem = p - p2;
+  std::vector<uint8_t> tmp(bytes);
+
+  int vr;  // rank among the p2 ranks of step (2), or -1 when sitting out
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      comm.send(r + 1, 0, data, bytes);
+      comm.waitAll();
+      vr = -1;
+    } else {
+      comm.recv(r - 1, 0, tmp.data(), bytes);
+      comm.waitAll();
+      reduce::reduceInPlace(op, dtype, data, tmp.data(), count);
+      vr = r / 2;
+    }
+  } else {
+    vr = r - rem;
+  }
+  if (vr >= 0) {
+    uint32_t step = 1;
+    for (int mask = 1; mask < p2; mask <<= 1, ++step) {
+      int vpartner = vr ^ mask;
+      int partner = vpartner < rem ? vpartner * 2 + 1 : vpartner + rem;
+      comm.sendRecv(partner, data, bytes, partner, tmp.data(), bytes, step);
+      reduce::reduceInPlace(op, dtype, data, tmp.data(), count);
+    }
+  }
+  if (r < 2 * rem) {
+    if (r % 2 == 1) {
+      comm.send(r - 1, 63, data, bytes);
+    } else {
+      comm.recv(r + 1, 63, data, bytes);
+    }
+    comm.waitAll();
+  }
+}
+
+// Ring: P-1 reduce-scatter steps, then P-1 all-gather steps, over P
+// near-equal segments. In reduce-scatter step s a rank sends segment
+// r-s and receives segment r-s-1, which it reduces chunk by chunk as the
+// chunks arrive, so reduction overlaps the transfer; afterwards it owns
+// the finished segment r+1. In all-gather step s it forwards segment
+// r+1-s and receives segment r-s straight into place.
+void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  const size_t es = dtypeSize(dtype);
+  const std::vector<size_t> counts = evenSplit(count, p);
+  const std::vector<size_t> offs = offsetsOf(counts);
+  const int right = wrap(r, 1, p);
+  const int left = wrap(r, -1, p);
+  const size_t maxSeg = counts[0];
+  const size_t chunk = std::max<size_t>(1, pipelineChunkBytes(maxSeg * es) / es);
+  const size_t maxChunks = std::max<size_t>(1, ceilDiv(maxSeg, chunk));
+  MESHCOMM_CHECK(static_cast<size_t>(2 * p) * maxChunks < Comm::kStepsPerPhase,
+                 "ring schedule too long; raise MESHCOMM_CHUNK_BYTES");
+  std::vector<uint8_t> tmp(maxSeg * es);
+
+  for (int s = 0; s < p - 1; ++s) {
+    const int sendSeg = wrap(r, -s, p);
+    const int recvSeg = wrap(r, -s - 1, p);
+    const auto base = static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks);
+    const std::vector<Chunk> out = chunksOf(counts[sendSeg], chunk);
+    for (size_t k = 0; k < out.size(); ++k) {
+      comm.send(right, base + static_cast<uint32_t>(k),
+                data + (offs[sendSeg] + out[k].offset) * es, out[k].count * es);
+    }
+    const std::vector<Chunk> in = chunksOf(counts[recvSeg], chunk);
+    std::vector<RequestPtr> recvs;
+    for (size_t k = 0; k < in.size(); ++k) {
+      recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
+                                tmp.data() + in[k].offset * es, in[k].count * es));
+    }
+    for (size_t k = 0; k < in.size(); ++k) {
+      comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
+      reduce::reduceInPlace(op, dtype, data + (offs[recvSeg] + in[k].offset) * es,
+                            tmp.data() + in[k].offset * es, in[k].count);
+    }
+    comm.waitAll();
+  }
+  for (int s = 0; s < p - 1; ++s) {
+    const int sendSeg = wrap(r, 1 - s, p);
+    const int recvSeg = wrap(r, -s, p);
+    const auto step = static_cast<uint32_t>(static_cast<size_t>(p - 1 + s) * maxChunks);
+    comm.send(right, step, data + offs[sendSeg] * es, counts[sendSeg] * es);
+    comm.recv(left, step, data + offs[recvSeg] * es, counts[recvSeg] * es);
+    comm.waitAll();
+  }
+}
+
+}  // namespace
+
+void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, Algorithm algo) {
+  if (comm.size() == 1) return;
+  auto* bytes = static_cast<uint8_t*>(data);
+  if (algo == Algorithm::kAuto) algo = chooseAllReduce(count * dtypeSize(dtype), comm.size());
+  if (algo == Algorithm::kRing) {
+    ring(comm, bytes, count, dtype, op);
+  } else {
+    recursiveDoubling(comm, bytes, count, dtype, op);
+  }
+}
+
+}  // namespace meshcomm::collectives

@@ -1,0 +1,45 @@
+// Splitting a buffer into per-rank blocks and blocks into pipeline chunks.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace meshcomm {
+
+// count elements split into `parts` nearly equal blocks (the first
+// count % parts blocks get one more element).
+inline std::vector<size_t> evenSplit(size_t count, int parts) {
+  std::vector<size_t> out(static_cast<size_t>(parts), count / static_cast<size_t>(parts));
+  for (size_t i = 0; i < count % static_cast<size_t>(parts); ++i) ++out[i];
+  return out;
+}
+
+// Exclusive prefix sums: offsets[i] = sum of counts[0..i).
+inline std::vector<size_t> offsetsOf(const std::vector<size_t>& counts) {
+  std::vector<size_t> out(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i) out[i + 1] = out[i] + counts[i];
+  return out;
+}
+
+inline size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// A piece of a block: `count` elements starting `offset` elements in.
+struct Chunk {
+  size_t offset;
+  size_t count;
+};
+
+// A block of `count` elements cut into chunks of at most `chunk` elements.
+// An empty block is one empty chunk, so sender and receiver still exchange
+// a message (which carries the signature check).
+inline std::vector<Chunk> chunksOf(size_t count, size_t chunk) {
+  std::vector<Chunk> out;
+  for (size_t c = 0; c < count; c += chunk) out.push_back({c, count - c < chunk ? count - c : chunk});
+  if (out.empty()) out.push_back({0, 0});
+  return out;
+}
+
+// (r + k) mod p for possibly negative k.
+inline int wrap(int r, int k, int p) { return ((r + k) % p + p) % p; }
+
+}  // namespace meshcomm

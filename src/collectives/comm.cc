@@ -1,0 +1,71 @@
+#include "collectives/comm.h"
+
+#include "collectives/opcode.h"
+#include "common/check.h"
+
+namespace meshcomm {
+
+const char* opcodeName(uint8_t opcode) {
+  switch (static_cast<Opcode>(opcode)) {
+    case Opcode::kAllReduce: return "all_reduce";
+    case Opcode::kBroadcast: return "broadcast";
+    case Opcode::kReduce: return "reduce";
+    case Opcode::kAllGather: return "all_gather";
+    case Opcode::kReduceScatter: return "reduce_scatter";
+    case Opcode::kGather: return "gather";
+    case Opcode::kScatter: return "scatter";
+    case Opcode::kAllToAll: return "all_to_all";
+    case Opcode::kBarrier: return "barrier";
+    case Opcode::kPointToPoint: return "send/recv";
+  }
+  return "unknown";
+}
+
+Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq)
+    : transport_(transport), context_(std::move(context)), sig_(sig), seq_(seq) {}
+
+uint64_t Comm::tagFor(uint64_t seq, uint32_t step) {
+  constexpr uint64_t kCollectiveBit = uint64_t{1} << 63;
+  constexpr uint64_t kSeqMask = (uint64_t{1} << 39) - 1;
+  return kCollectiveBit | ((seq & kSeqMask) << 24) | (step & 0xFFFFFFu);
+}
+
+void Comm::nextPhase() {
+  phaseBase_ += kStepsPerPhase;
+  MESHCOMM_CHECK(phaseBase_ < (1u << 24), "too many phases in one collective");
+}
+
+RequestPtr Comm::send(int peer, uint32_t step, const void* data, size_t bytes) {
+  MESHCOMM_CHECK(step < kStepsPerPhase, "step " << step << " out of range");
+  auto r = transport_.postSend(peer, tagFor(seq_, phaseBase_ + step), sig_, data, bytes);
+  posted_.push_back(r);
+  return r;
+}
+
+RequestPtr Comm::recv(int peer, uint32_t step, void* data, size_t bytes) {
+  MESHCOMM_CHECK(step < kStepsPerPhase, "step " << step << " out of range");
+  auto r = transport_.postRecv(peer, tagFor(seq_, phaseBase_ + step), sig_, data, bytes);
+  posted_.push_back(r);
+  return r;
+}
+
+void Comm::wait(std::span<const RequestPtr> requests) {
+  transport_.wait(requests, context_);
+}
+
+void Comm::waitAll() {
+  if (posted_.empty()) return;
+  transport_.wait(posted_, context_);
+  posted_.clear();
+}
+
+void Comm::sendRecv(int sendPeer, const void* sendData, size_t sendBytes, int recvPeer,
+                    void* recvData, size_t recvBytes, uint32_t step) {
+  MESHCOMM_CHECK(step < kStepsPerPhase, "step " << step << " out of range");
+  uint64_t tag = tagFor(seq_, phaseBase_ + step);
+  RequestPtr rs[2] = {transport_.postSend(sendPeer, tag, sig_, sendData, sendBytes),
+                      transport_.postRecv(recvPeer, tag, sig_, recvData, recvBytes)};
+  wait(rs);
+}
+
+}  // namespace meshcomm

@@ -1,0 +1,56 @@
+// Comm: what one collective call sees — its rank and size, and sends and
+// receives tagged with the call's sequence number and a step index, so
+// messages of consecutive or concurrent operations never match each other.
+//
+// Thread-safety: used by the one thread running the operation.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace meshcomm {
+
+class Comm {
+ public:
+  // seq: the group's collective sequence number (the same on every rank
+  // for the same call). sig: the operation's signature.
+  Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq);
+
+  int rank() const { return transport_.rank(); }
+  int size() const { return transport_.size(); }
+  const OpContext& context() const { return context_; }
+
+  // Post without waiting; the request is also remembered for waitAll().
+  RequestPtr send(int peer, uint32_t step, const void* data, size_t bytes);
+  RequestPtr recv(int peer, uint32_t step, void* data, size_t bytes);
+  // Waits for the given requests.
+  void wait(std::span<const RequestPtr> requests);
+  // Waits for every request posted since the last waitAll().
+  void waitAll();
+  // Post a send and a receive for the same step and wait for both.
+  void sendRecv(int sendPeer, const void* sendData, size_t sendBytes, int recvPeer,
+                void* recvData, size_t recvBytes, uint32_t step);
+
+  // Starts a new phase: step numbers restart, tags stay distinct. An
+  // algorithm built from others (reduce = reduce-scatter + gather) calls
+  // this between them. Each phase has kStepsPerPhase steps.
+  void nextPhase();
+  static constexpr uint32_t kStepsPerPhase = 1u << 16;
+
+  // The tag of step `step` of collective call `seq` (top bit set, so user
+  // point-to-point tags, which are 31-bit, never collide).
+  static uint64_t tagFor(uint64_t seq, uint32_t step);
+
+ private:
+  Transport& transport_;
+  OpContext context_;
+  MessageSignature sig_;
+  uint64_t seq_;
+  uint32_t phaseBase_ = 0;
+  std::vector<RequestPtr> posted_;
+};
+
+}  // namespace meshcomm

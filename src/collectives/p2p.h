@@ -1,0 +1,18 @@
+// Point-to-point: user sends and receives, matched by peer and tag in
+// issue order. The messages use tags below 2^31, apart from every
+// collective's (collectives/comm.h), and carry dtype and element count so
+// mismatched pairs fail with Mismatch.
+#pragma once
+
+#include <vector>
+
+#include "meshcomm/process_group.h"
+#include "transport/transport.h"
+
+namespace meshcomm {
+
+// Posts every operation at once and returns their requests; they progress
+// together, so no listing order can deadlock.
+std::vector<RequestPtr> postPointToPoint(Transport& transport, const std::vector<P2POp>& ops);
+
+}  // namespace meshcomm

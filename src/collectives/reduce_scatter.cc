@@ -1,0 +1,72 @@
+// reduce_scatter: a ring over per-rank blocks of any sizes.
+//
+// Schedule: in step s (0..P-2) rank r sends its partial of block r-s-1
+// (its own input at s = 0) to the right and receives the left neighbour's
+// partial of block r-s-2, which it combines with its own input block.
+// At the last step that block is r itself, combined straight into the
+// output. Partials alternate between two buffers, since step s's send
+// still reads the partial step s-1 produced.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "collectives/blocks.h"
+#include "collectives/collectives.h"
+#include "common/check.h"
+#include "reduce/reduce.h"
+
+namespace meshcomm::collectives {
+
+void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
+                   void* output, DType dtype, ReduceOp op) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  const size_t es = dtypeSize(dtype);
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  const std::vector<size_t> offs = offsetsOf(blockCounts);
+  if (p == 1) {
+    if (out != in) std::memmove(out, in, blockCounts[0] * es);
+    return;
+  }
+  const int right = wrap(r, 1, p);
+  const int left = wrap(r, -1, p);
+  const size_t maxBlock = *std::max_element(blockCounts.begin(), blockCounts.end());
+  const size_t chunk = std::max<size_t>(1, pipelineChunkBytes(maxBlock * es) / es);
+  const size_t maxChunks = std::max<size_t>(1, ceilDiv(maxBlock, chunk));
+  MESHCOMM_CHECK(static_cast<size_t>(p) * maxChunks < Comm::kStepsPerPhase,
+                 "reduce-scatter schedule too long; raise MESHCOMM_CHUNK_BYTES");
+  std::vector<uint8_t> recvBuf(maxBlock * es);
+  std::vector<uint8_t> partial[2] = {std::vector<uint8_t>(maxBlock * es),
+                                     std::vector<uint8_t>(maxBlock * es)};
+
+  const uint8_t* sending = in + offs[wrap(r, -1, p)] * es;
+  for (int s = 0; s < p - 1; ++s) {
+    const int sendBlock = wrap(r, -s - 1, p);
+    const int recvBlock = wrap(r, -s - 2, p);
+    const bool last = s == p - 2;
+    const auto base = static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks);
+    const std::vector<Chunk> outChunks = chunksOf(blockCounts[sendBlock], chunk);
+    for (size_t k = 0; k < outChunks.size(); ++k) {
+      comm.send(right, base + static_cast<uint32_t>(k), sending + outChunks[k].offset * es,
+                outChunks[k].count * es);
+    }
+    const std::vector<Chunk> inChunks = chunksOf(blockCounts[recvBlock], chunk);
+    std::vector<RequestPtr> recvs;
+    for (size_t k = 0; k < inChunks.size(); ++k) {
+      recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
+                                recvBuf.data() + inChunks[k].offset * es, inChunks[k].count * es));
+    }
+    uint8_t* dst = last ? out : partial[s % 2].data();
+    for (size_t k = 0; k < inChunks.size(); ++k) {
+      comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
+      const size_t o = inChunks[k].offset * es;
+      const void* srcs[2] = {recvBuf.data() + o, in + offs[recvBlock] * es + o};
+      reduce::reduceInto(op, dtype, dst + o, srcs, 2, inChunks[k].count);
+    }
+    comm.waitAll();
+    sending = dst;
+  }
+}
+
+}  // namespace meshcomm::collectives

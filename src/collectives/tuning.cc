@@ -1,0 +1,86 @@
+#include "collectives/tuning.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "common/env.h"
+#include "meshcomm/error.h"
+
+namespace meshcomm {
+namespace {
+
+struct Named {
+  const char* name;
+  Algorithm algo;
+};
+constexpr Named kNames[] = {
+    {"auto", Algorithm::kAuto},
+    {"ring", Algorithm::kRing},
+    {"recursive_doubling", Algorithm::kRecursiveDoubling},
+    {"binomial_tree", Algorithm::kBinomialTree},
+    {"chain", Algorithm::kChain},
+    {"reduce_scatter_gather", Algorithm::kReduceScatterGather},
+};
+
+// The forced algorithm for `op` from MESHCOMM_ALGO_<OP>, checked against
+// the algorithms that implement it.
+Algorithm forced(const char* variable, std::initializer_list<Algorithm> allowed) {
+  auto value = envString(variable);
+  if (!value || value->empty()) return Algorithm::kAuto;
+  for (const auto& n : kNames) {
+    if (*value != n.name) continue;
+    if (n.algo == Algorithm::kAuto) return n.algo;
+    for (Algorithm a : allowed) {
+      if (a == n.algo) return a;
+    }
+  }
+  std::string choices = "auto";
+  for (Algorithm a : allowed) choices += std::string(", ") + algorithmName(a);
+  throw InvalidArgument(std::string(variable) + "='" + *value + "' is not one of: " + choices);
+}
+
+}  // namespace
+
+const char* algorithmName(Algorithm algo) {
+  for (const auto& n : kNames) {
+    if (n.algo == algo) return n.name;
+  }
+  return "unknown";
+}
+
+Algorithm chooseAllReduce(size_t bytes, int groupSize) {
+  Algorithm f = forced("MESHCOMM_ALGO_ALLREDUCE",
+                       {Algorithm::kRing, Algorithm::kRecursiveDoubling});
+  if (f != Algorithm::kAuto) return f;
+  // Recursive doubling moves the whole buffer log2(P) times but needs only
+  // log2(P) latencies; the ring moves 2(P-1)/P of it in 2(P-1) steps.
+  if (groupSize <= 2) return bytes <= (size_t{1} << 20) ? Algorithm::kRecursiveDoubling
+                                                         : Algorithm::kRing;
+  return bytes <= 64 * 1024 ? Algorithm::kRecursiveDoubling : Algorithm::kRing;
+}
+
+Algorithm chooseBroadcast(size_t bytes, int groupSize) {
+  Algorithm f = forced("MESHCOMM_ALGO_BROADCAST", {Algorithm::kBinomialTree, Algorithm::kChain});
+  if (f != Algorithm::kAuto) return f;
+  // A pipelined chain keeps every link busy once the pipe is full; the
+  // tree wins while latency dominates.
+  return (bytes >= (size_t{1} << 20) && groupSize > 2) ? Algorithm::kChain
+                                                       : Algorithm::kBinomialTree;
+}
+
+Algorithm chooseReduce(size_t bytes, int groupSize) {
+  Algorithm f = forced("MESHCOMM_ALGO_REDUCE",
+                       {Algorithm::kBinomialTree, Algorithm::kReduceScatterGather});
+  if (f != Algorithm::kAuto) return f;
+  return (bytes >= 256 * 1024 && groupSize > 2) ? Algorithm::kReduceScatterGather
+                                                : Algorithm::kBinomialTree;
+}
+
+size_t pipelineChunkBytes(size_t bytes) {
+  static const size_t configured = static_cast<size_t>(
+      std::max<int64_t>(4096, envIntOr("MESHCOMM_CHUNK_BYTES", 256 * 1024)));
+  return std::min(std::max<size_t>(bytes, 1), configured);
+}
+
+}  // namespace meshcomm

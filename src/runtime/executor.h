@@ -1,0 +1,84 @@
+// Executor: runs one group's operations in issue order, like a stream.
+//
+// Each operation is a function that either finishes its communication
+// (collectives) or posts requests and returns them (asynchronous
+// point-to-point); the executor completes the operation's Work when its
+// requests are done, progressing them in the background between and
+// during later operations. A blocking submission whose queue is empty runs
+// on the caller's thread, which saves a thread hand-off (tens of
+// microseconds here) on every synchronous call.
+//
+// Thread-safety: submit() may be called from any thread. The transport is
+// driven by exactly one thread at a time (the engine lock).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/fd.h"
+#include "meshcomm/work.h"
+#include "transport/transport.h"
+
+namespace meshcomm {
+
+class Executor {
+ public:
+  // What an operation leaves in flight when its body returns: requests
+  // that must finish by `deadline` (none when it finished its communication).
+  struct Pending {
+    std::vector<RequestPtr> requests;
+    Deadline deadline;
+    std::string during;  // for the timeout message
+  };
+  using Body = std::function<Pending()>;
+
+  Executor(std::string groupName, Transport& transport);
+  // Waits for queued operations, then fails what is still in flight.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Queues body. With `blocking`, returns only after it completed.
+  std::shared_ptr<Work> submit(std::string description, Body body, bool blocking);
+
+ private:
+  struct Task {
+    std::shared_ptr<Work> work;
+    Body body;
+  };
+  struct InFlight {
+    std::shared_ptr<Work> work;
+    Pending pending;
+  };
+
+  void loop();
+  // Runs one task; REQUIRES: engineMu_ held.
+  void run(Task& task);
+  // Completes in-flight works whose requests are done (or all of them,
+  // with the error, once the transport is broken). REQUIRES: engineMu_ held.
+  void reapInFlight();
+  void wake();
+
+  const std::string groupName_;
+  Transport& transport_;
+  Fd wakeFd_;  // eventfd that interrupts background progress
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;  // GUARDED_BY(mu_)
+  bool running_ = false;    // GUARDED_BY(mu_): a task is executing somewhere
+  bool stop_ = false;       // GUARDED_BY(mu_)
+  bool hasInFlight_ = false;  // GUARDED_BY(mu_)
+
+  std::mutex engineMu_;              // the one thread driving transport_
+  std::vector<InFlight> inFlight_;   // GUARDED_BY(engineMu_)
+  std::thread thread_;
+};
+
+}  // namespace meshcomm

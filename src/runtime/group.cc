@@ -1,0 +1,61 @@
+#include "runtime/group.h"
+
+#include "collectives/opcode.h"
+
+namespace meshcomm {
+
+GroupImpl::GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport)
+    : config_(std::move(config)),
+      transport_(std::move(transport)),
+      executor_(std::make_unique<Executor>(config_.name, *transport_)) {}
+
+GroupImpl::~GroupImpl() {
+  executor_.reset();
+  transport_.reset();
+}
+
+OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOptions& options) const {
+  OpContext ctx;
+  ctx.group = config_.name;
+  ctx.op = opName;
+  ctx.seq = seq;
+  auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
+  ctx.deadline = Deadline::after(timeout);
+  return ctx;
+}
+
+WorkPtr GroupImpl::runCollective(const char* opName, const MessageSignature& sig,
+                                 const OpOptions& options, std::function<void(Comm&)> body) {
+  std::string description = std::string(opName) + " on group " + config_.name;
+  return executor_->submit(
+      std::move(description),
+      [this, opName, sig, options, body = std::move(body)]() -> Executor::Pending {
+        uint64_t seq = collectiveSeq_++;
+        Comm comm(*transport_, contextFor(opName, seq, options), sig, seq);
+        body(comm);
+        return {};
+      },
+      options.blocking);
+}
+
+WorkPtr GroupImpl::runPointToPoint(
+    const char* opName, const OpOptions& options,
+    std::function<std::vector<RequestPtr>(Transport&, const OpContext&)> body) {
+  std::string description = std::string(opName) + " on group " + config_.name;
+  return executor_->submit(
+      std::move(description),
+      [this, opName, options, body = std::move(body)]() -> Executor::Pending {
+        OpContext ctx = contextFor(opName, p2pSeq_++, options);
+        std::vector<RequestPtr> requests = body(*transport_, ctx);
+        // A blocking call finishes its transfers here; an asynchronous one
+        // leaves them to background progress, under the same deadline.
+        if (options.blocking) {
+          transport_->wait(requests, ctx);
+          return {};
+        }
+        return {std::move(requests), ctx.deadline, ctx.describe()};
+      },
+      options.blocking);
+}
+
+}  // namespace meshcomm

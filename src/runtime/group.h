@@ -1,0 +1,63 @@
+// GroupImpl: one process group's state — its members, transport, executor
+// and collective sequence number. ProcessGroup (the public class) checks
+// arguments and hands operations to it.
+//
+// Thread-safety: the accessors are immutable after construction; run*()
+// may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/comm.h"
+#include "meshcomm/process_group.h"
+#include "runtime/executor.h"
+#include "transport/transport.h"
+
+namespace meshcomm {
+
+struct GroupConfig {
+  std::string name;
+  int rank = 0;
+  std::vector<int> worldRanks;
+  std::chrono::milliseconds timeout{0};
+};
+
+class GroupImpl {
+ public:
+  GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport);
+  // Lets queued operations finish, then closes the transport.
+  ~GroupImpl();
+
+  const std::string& name() const { return config_.name; }
+  int rank() const { return config_.rank; }
+  int size() const { return static_cast<int>(config_.worldRanks.size()); }
+  const std::vector<int>& worldRanks() const { return config_.worldRanks; }
+  std::chrono::milliseconds timeout() const { return config_.timeout; }
+
+  // Queues a collective. body runs on the executor with a Comm carrying the
+  // call's sequence number and signature.
+  WorkPtr runCollective(const char* opName, const MessageSignature& sig, const OpOptions& options,
+                        std::function<void(Comm&)> body);
+  // Queues point-to-point work: body posts requests and returns them; the
+  // Work completes when they are done.
+  WorkPtr runPointToPoint(const char* opName, const OpOptions& options,
+                          std::function<std::vector<RequestPtr>(Transport&, const OpContext&)> body);
+
+  Transport& transport() { return *transport_; }
+
+ private:
+  OpContext contextFor(const char* opName, uint64_t seq, const OpOptions& options) const;
+
+  GroupConfig config_;
+  std::unique_ptr<Transport> transport_;
+  // Touched only by the thread running the group's current operation.
+  uint64_t collectiveSeq_ = 0;
+  uint64_t p2pSeq_ = 0;
+  std::unique_ptr<Executor> executor_;
+};
+
+}  // namespace meshcomm

@@ -1,0 +1,458 @@
+// World: joining the job (rendezvous through the store), liveness
+// registration, and the registry of the job's groups.
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "collectives/opcode.h"
+#include "common/crypto.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "common/socket.h"
+#include "meshcomm/error.h"
+#include "meshcomm/process_group.h"
+#include "runtime/group.h"
+#include "runtime/launch_env.h"
+#include "transport/peer_monitor.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace meshcomm {
+namespace {
+
+constexpr char kWorldGroupName[] = "mccl_world_group";
+constexpr char kWorldGroupAlias[] = "hccl_world_group";
+constexpr char kKeyRoot[] = "__meshcomm";
+
+std::string hostName() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// The IPv4 address of a named interface (MESHCOMM_SOCKET_IFNAME).
+std::string interfaceAddress(const std::string& ifname) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) throw Error("getifaddrs failed");
+  std::string found;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if (ifname != a->ifa_name) continue;
+    char buf[INET_ADDRSTRLEN] = {0};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
+    found = buf;
+    break;
+  }
+  freeifaddrs(list);
+  if (found.empty()) {
+    throw InvalidArgument("MESHCOMM_SOCKET_IFNAME=" + ifname +
+                          ": no such interface with an IPv4 address");
+  }
+  return found;
+}
+
+std::string advertiseHostFor(const std::string& storeHost) {
+  if (auto host = envString("MESHCOMM_HOST"); host && !host->empty()) return *host;
+  if (auto ifname = envString("MESHCOMM_SOCKET_IFNAME"); ifname && !ifname->empty()) {
+    return interfaceAddress(*ifname);
+  }
+  if (!storeHost.empty()) return routableAddressTowards(storeHost, 1);
+  return "127.0.0.1";
+}
+
+std::string describeSignature(const MessageSignature& sig, uint64_t bytes) {
+  std::ostringstream os;
+  os << opcodeName(sig.opcode);
+  if (sig.dtype < kNumDTypes) os << " " << dtypeName(static_cast<DType>(sig.dtype));
+  auto op = static_cast<Opcode>(sig.opcode);
+  if ((op == Opcode::kAllReduce || op == Opcode::kReduce || op == Opcode::kReduceScatter) &&
+      sig.reduceOp < kNumReduceOps) {
+    os << " " << reduceOpName(static_cast<ReduceOp>(sig.reduceOp));
+  }
+  os << ", " << sig.opCount << " elements";
+  if (op == Opcode::kBroadcast || op == Opcode::kReduce || op == Opcode::kGather ||
+      op == Opcode::kScatter) {
+    os << ", root " << sig.detail;
+  } else if (sig.detail != 0) {
+    os << ", split sizes #" << std::hex << sig.detail << std::dec;
+  }
+  os << ", message of " << bytes << " bytes";
+  return os.str();
+}
+
+struct ParsedUrl {
+  std::string host;
+  uint16_t port = 0;
+};
+
+ParsedUrl parseTcpUrl(const std::string& url) {
+  std::string rest = url.substr(6);  // after "tcp://"
+  size_t q = rest.find('?');
+  if (q != std::string::npos) rest = rest.substr(0, q);
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= rest.size()) {
+    throw InvalidArgument("init_method '" + url + "' must look like tcp://host:port");
+  }
+  ParsedUrl p;
+  p.host = rest.substr(0, colon);
+  if (p.host.size() >= 2 && p.host.front() == '[') p.host = p.host.substr(1, p.host.size() - 2);
+  int port = -1;
+  try {
+    port = std::stoi(rest.substr(colon + 1));
+  } catch (...) {
+  }
+  if (port <= 0 || port > 65535) throw InvalidArgument("init_method '" + url + "' has a bad port");
+  p.port = static_cast<uint16_t>(port);
+  return p;
+}
+
+}  // namespace
+
+class WorldImpl {
+ public:
+  int rank = 0;
+  int size = 1;
+  std::string backend;
+  std::chrono::milliseconds timeout{0};
+  std::string authToken;
+  std::string advertiseHost;
+  std::chrono::microseconds spin{50};
+  bool hostsStore = false;
+
+  std::shared_ptr<Store> userStore;      // what the job rendezvoused through
+  std::shared_ptr<TCPStore> liveStore;   // this runtime's own connection, if TCP
+  std::shared_ptr<Store> jobStore;       // keys of this incarnation of the job
+  std::string jobPrefix;
+
+  mutable std::mutex mu;
+  std::map<std::string, std::shared_ptr<ProcessGroup>> groups;  // GUARDED_BY(mu)
+  std::map<std::string, int> incarnations;                      // GUARDED_BY(mu)
+  std::shared_ptr<ProcessGroup> world;
+
+  std::shared_ptr<ProcessGroup> createGroup(const std::string& name, std::vector<int> members,
+                                            std::chrono::milliseconds groupTimeout);
+  void shutdown();
+};
+
+std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
+                                                     std::vector<int> members,
+                                                     std::chrono::milliseconds groupTimeout) {
+  int incarnation;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    incarnation = incarnations[name]++;
+  }
+  const int groupRank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+  const std::string groupKey = "group/" + name + "/" + std::to_string(incarnation);
+  auto groupStore = std::make_shared<PrefixStore>(groupKey, jobStore);
+  auto monitor = std::make_shared<PeerMonitor>(jobStore, name, groupKey + "/abort", members);
+
+  TcpTransportOptions t;
+  t.groupName = name;
+  t.rank = groupRank;
+  t.worldRanks = members;
+  t.advertiseHost = advertiseHost;
+  t.groupStore = groupStore;
+  t.monitor = monitor;
+  t.authToken = authToken;
+  t.spin = spin;
+  t.maxUnexpectedBytes =
+      static_cast<size_t>(envIntOr("MESHCOMM_MAX_UNEXPECTED_BYTES", int64_t{1} << 30));
+  t.describeSignature = describeSignature;
+  auto transport = std::make_unique<TcpTransport>(std::move(t));
+
+  // Every member has published its address once all have joined, so the
+  // first dial never waits on a missing key.
+  const auto n = static_cast<int64_t>(members.size());
+  if (groupStore->add("joined", 1) == n) groupStore->set("ready", std::string("1"));
+  try {
+    groupStore->wait({"ready"}, groupTimeout);
+  } catch (const Timeout&) {
+    std::string missing;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!groupStore->check({"addr/" + std::to_string(i)})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(members[i]);
+      }
+    }
+    throw Timeout("creating group " + name + ": world rank(s) " + missing +
+                  " did not join within " + std::to_string(groupTimeout.count()) +
+                  " ms; every member must call new_group with the same ranks");
+  }
+  GroupConfig config{name, groupRank, members, groupTimeout};
+  auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(transport));
+  auto group = std::make_shared<ProcessGroup>(std::move(impl));
+  std::lock_guard<std::mutex> lock(mu);
+  groups[name] = group;
+  return group;
+}
+
+void WorldImpl::shutdown() {
+  std::map<std::string, std::shared_ptr<ProcessGroup>> doomed;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    doomed.swap(groups);
+  }
+  doomed.clear();
+  world.reset();
+  try {
+    if (liveStore) liveStore->clearOnDisconnect();
+    jobStore->add("exited", 1);
+    if (hostsStore) {
+      // The store lives in this process: keep it up until every other rank
+      // has left, or peers still finishing would see it vanish and fail.
+      auto waitMs = envIntOr("MESHCOMM_SHUTDOWN_WAIT_MS", 60000);
+      Deadline until = Deadline::after(std::chrono::milliseconds(waitMs));
+      while (!until.expired()) {
+        int64_t exited = jobStore->add("exited", 0);
+        int64_t lost = 0;
+        if (jobStore->check({PeerMonitor::lostRanksKey()})) {
+          Bytes v = jobStore->get(PeerMonitor::lostRanksKey());
+          lost = std::count(v.begin(), v.end(), ',');
+        }
+        if (exited + lost >= size) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  } catch (const std::exception& e) {
+    MESHCOMM_LOG(kInfo, "shutdown: " << e.what());
+  }
+}
+
+World::World(std::unique_ptr<WorldImpl> impl) : impl_(std::move(impl)) {}
+
+World::~World() { impl_->shutdown(); }
+
+const char* World::worldGroupName() { return kWorldGroupName; }
+
+std::string World::groupName(const std::string& backend, std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string joined;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) joined += "_";
+    joined += std::to_string(ranks[i]);
+  }
+  return backend + "_" + std::to_string(ranks.size()) + "_" + sha1Hex(joined);
+}
+
+std::shared_ptr<World> World::init(const InitOptions& options) {
+  auto w = std::make_unique<WorldImpl>();
+  if (options.backend != "mccl" && options.backend != "hccl") {
+    throw InvalidArgument("backend '" + options.backend +
+                          "' is not supported; meshcomm provides 'mccl' (and accepts 'hccl')");
+  }
+  w->backend = options.backend;
+  int rank = options.rank;
+  int size = options.worldSize;
+  std::string sizeSource = "the arguments";
+  if (rank < 0 || size < 0) {
+    auto env = launchEnvFromEnvironment();
+    if (!env) {
+      throw InvalidArgument(
+          "rank and world size are unknown: pass them, or launch with meshrun, torchrun, "
+          "mpirun or srun (which set RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, or SLURM_*)");
+    }
+    if (rank < 0) rank = env->rank;
+    if (size < 0) size = env->worldSize;
+    sizeSource = env->source;
+  }
+  if (size <= 0) throw InvalidArgument("world size must be positive, got " + std::to_string(size));
+  if (rank < 0 || rank >= size) {
+    throw InvalidArgument("rank " + std::to_string(rank) + " is outside the world of " +
+                          std::to_string(size) + " ranks (from " + sizeSource + ")");
+  }
+  w->rank = rank;
+  w->size = size;
+  w->timeout = options.timeout.count() > 0
+                   ? options.timeout
+                   : std::chrono::milliseconds(envIntOr("MESHCOMM_TIMEOUT_MS", 300000));
+  w->authToken = envString("MESHCOMM_AUTH_TOKEN").value_or("");
+
+  // The rendezvous store.
+  std::string storeHost;
+  uint16_t storePort = 0;
+  if (options.store) {
+    if (!options.initMethod.empty()) {
+      throw InvalidArgument("pass either a store or an init method, not both");
+    }
+    w->userStore = options.store;
+    if (auto* tcp = dynamic_cast<TCPStore*>(options.store.get())) {
+      storeHost = tcp->isServer() && (tcp->host().empty() || tcp->host() == "0.0.0.0")
+                      ? "127.0.0.1"
+                      : tcp->host();
+      storePort = tcp->port();
+    }
+  } else {
+    std::string method = options.initMethod.empty() ? "env://" : options.initMethod;
+    if (method.rfind("tcp://", 0) == 0) {
+      ParsedUrl url = parseTcpUrl(method);
+      storeHost = url.host;
+      storePort = url.port;
+    } else if (method == "env://") {
+      auto addr = envString("MASTER_ADDR");
+      if (!addr || addr->empty()) {
+        auto nodes = envString("SLURM_JOB_NODELIST");
+        if (nodes && !nodes->empty()) addr = firstSlurmHost(*nodes);
+      }
+      auto port = envInt("MASTER_PORT");
+      if (!addr || addr->empty() || !port) {
+        throw InvalidArgument(
+            "env:// needs MASTER_ADDR and MASTER_PORT (the address and port where rank 0 "
+            "hosts the store); meshrun and torchrun set them");
+      }
+      if (*port <= 0 || *port > 65535) {
+        throw InvalidArgument("MASTER_PORT=" + std::to_string(*port) + " is not a valid port");
+      }
+      storeHost = *addr;
+      storePort = static_cast<uint16_t>(*port);
+    } else {
+      throw InvalidArgument("init_method '" + method +
+                            "' is not supported; use env:// or tcp://host:port");
+    }
+    TCPStoreOptions so;
+    so.host = rank == 0 ? "0.0.0.0" : storeHost;
+    so.port = storePort;
+    so.isServer = rank == 0;
+    so.worldSize = size;
+    so.waitForWorkers = false;
+    so.timeout = w->timeout;
+    w->userStore = std::make_shared<TCPStore>(so);
+    w->hostsStore = rank == 0;
+    if (rank == 0) storeHost = "127.0.0.1";
+  }
+  std::shared_ptr<Store> runtimeStore = w->userStore;
+  if (!storeHost.empty()) {
+    // A connection of the runtime's own: it carries the liveness
+    // registration and never queues behind the user's store calls.
+    TCPStoreOptions so;
+    so.host = storeHost;
+    so.port = storePort;
+    so.timeout = w->timeout;
+    w->liveStore = std::make_shared<TCPStore>(so);
+    runtimeStore = w->liveStore;
+  }
+  w->advertiseHost = advertiseHostFor(storeHost);
+
+  // Incarnation: every init on the same store by the same job counts up
+  // together, so keys of a previous incarnation never mix with these.
+  int64_t joined = runtimeStore->add(std::string(kKeyRoot) + "/joined", 1);
+  int64_t generation = (joined - 1) / size;
+  w->jobPrefix = std::string(kKeyRoot) + "/job" + std::to_string(generation);
+  w->jobStore = std::make_shared<PrefixStore>(w->jobPrefix, runtimeStore);
+
+  const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
+                         " pid=" + std::to_string(getpid());
+  const std::string rankKey = "rank/" + std::to_string(rank);
+  Bytes claimed = w->jobStore->compareSet(rankKey, Bytes{}, Bytes(me.begin(), me.end()));
+  if (std::string(claimed.begin(), claimed.end()) != me) {
+    throw InvalidArgument("rank " + std::to_string(rank) + " is claimed twice: by '" +
+                          std::string(claimed.begin(), claimed.end()) + "' and by this process ('" +
+                          me + "'); every process needs a distinct rank");
+  }
+  if (w->liveStore) {
+    std::string mark = std::to_string(rank) + ",";
+    w->liveStore->appendOnDisconnect(w->jobPrefix + "/" + PeerMonitor::lostRanksKey(),
+                                     Bytes(mark.begin(), mark.end()));
+  }
+  std::vector<std::string> rankKeys;
+  for (int r = 0; r < size; ++r) rankKeys.push_back("rank/" + std::to_string(r));
+  try {
+    w->jobStore->wait(rankKeys, w->timeout);
+  } catch (const Timeout&) {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < size; ++r) {
+      if (w->jobStore->check({rankKeys[static_cast<size_t>(r)]})) continue;
+      if (++count <= 16) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (count > 16) missing += ", ...";
+    throw Timeout("joining the job: " + std::to_string(count) + " of " + std::to_string(size) +
+                  " ranks did not arrive within " + std::to_string(w->timeout.count()) +
+                  " ms (missing: " + missing + ")");
+  }
+  int local = 0;
+  for (const Bytes& info : w->jobStore->multiGet(rankKeys)) {
+    std::string s(info.begin(), info.end());
+    std::string theirs = s.substr(0, s.find(' '));
+    if (theirs != "world_size=" + std::to_string(size)) {
+      throw InvalidArgument("inconsistent world size: this rank has world_size=" +
+                            std::to_string(size) + " but another rank reports '" + s + "'");
+    }
+    if (s.find(" host=" + hostName() + " ") != std::string::npos) ++local;
+  }
+  // Busy-polling only pays while every rank has a core to itself.
+  auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", local > cores ? 0 : 50);
+  w->spin = std::chrono::microseconds(std::max<int64_t>(0, spinUs));
+
+  std::vector<int> all(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) all[static_cast<size_t>(r)] = r;
+  w->world = w->createGroup(kWorldGroupName, all, w->timeout);
+  return std::shared_ptr<World>(new World(std::move(w)));
+}
+
+int World::rank() const { return impl_->rank; }
+int World::size() const { return impl_->size; }
+const std::string& World::backend() const { return impl_->backend; }
+std::shared_ptr<ProcessGroup> World::worldGroup() const { return impl_->world; }
+
+std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std::string& backend,
+                                              std::chrono::milliseconds timeout) {
+  if (backend != "mccl" && backend != "hccl") {
+    throw InvalidArgument("backend must be 'mccl' or 'hccl', got '" + backend + "'");
+  }
+  if (ranks.empty()) throw InvalidArgument("new_group: the rank list is empty");
+  std::sort(ranks.begin(), ranks.end());
+  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
+    throw InvalidArgument("new_group: the rank list has duplicates");
+  }
+  if (ranks.front() < 0 || ranks.back() >= impl_->size) {
+    throw InvalidArgument("new_group: ranks must be in [0, " + std::to_string(impl_->size) + ")");
+  }
+  if (!std::binary_search(ranks.begin(), ranks.end(), impl_->rank)) {
+    throw InvalidArgument("new_group: world rank " + std::to_string(impl_->rank) +
+                          " is not in the rank list; only the members create a group");
+  }
+  std::string name = groupName(backend, ranks);
+  if (auto existing = findGroup(name)) return existing;
+  return impl_->createGroup(name, ranks, timeout.count() > 0 ? timeout : impl_->timeout);
+}
+
+std::shared_ptr<ProcessGroup> World::findGroup(const std::string& name) const {
+  if (name == kWorldGroupName || name == kWorldGroupAlias) return impl_->world;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->groups.find(name);
+  return it == impl_->groups.end() ? nullptr : it->second;
+}
+
+void World::destroyGroup(const std::string& name) {
+  if (name == kWorldGroupName || name == kWorldGroupAlias) {
+    throw InvalidArgument("the world group ends with the World itself");
+  }
+  std::shared_ptr<ProcessGroup> doomed;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->groups.find(name);
+    if (it == impl_->groups.end()) {
+      throw InvalidArgument("no group named '" + name + "' on this rank");
+    }
+    doomed = std::move(it->second);
+    impl_->groups.erase(it);
+  }
+}
+
+std::vector<std::string> World::groupNames() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<std::string> names;
+  for (const auto& [name, group] : impl_->groups) names.push_back(name);
+  return names;
+}
+
+}  // namespace meshcomm

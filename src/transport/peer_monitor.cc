@@ -1,0 +1,69 @@
+#include "transport/peer_monitor.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "meshcomm/error.h"
+
+namespace meshcomm {
+
+PeerMonitor::PeerMonitor(std::shared_ptr<Store> jobStore, std::string groupName,
+                         std::string abortKey, std::vector<int> members)
+    : store_(std::move(jobStore)),
+      groupName_(std::move(groupName)),
+      abortKey_(std::move(abortKey)),
+      members_(std::move(members)) {}
+
+void PeerMonitor::check(const std::string& during) {
+  std::vector<Bytes> values;
+  try {
+    if (store_->check({abortKey_})) {
+      Bytes v = store_->get(abortKey_);
+      if (v.size() >= 1) {
+        auto reason = static_cast<wire::AbortReason>(v[0]);
+        std::string message(v.begin() + 1, v.end());
+        std::string text = during + ": " + message;
+        switch (reason) {
+          case wire::AbortReason::kPeerLost: throw PeerLost(text);
+          case wire::AbortReason::kTimeout: throw Timeout(text);
+          case wire::AbortReason::kMismatch: throw Mismatch(text);
+          case wire::AbortReason::kAborted: break;
+        }
+        throw Aborted(text);
+      }
+    }
+    if (!store_->check({lostRanksKey()})) return;
+    Bytes lost = store_->get(lostRanksKey());
+    std::stringstream ss(std::string(lost.begin(), lost.end()));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item.empty()) continue;
+      int worldRank = std::stoi(item);
+      auto it = std::find(members_.begin(), members_.end(), worldRank);
+      if (it == members_.end()) continue;
+      int groupRank = static_cast<int>(it - members_.begin());
+      throw PeerLost(during + ": rank " + std::to_string(groupRank) + " (world rank " +
+                     std::to_string(worldRank) + ") of group " + groupName_ +
+                     " exited or was killed");
+    }
+  } catch (const StoreError& e) {
+    throw PeerLost(during + ": lost the rendezvous store, whose host is presumed dead (" +
+                   e.what() + ")");
+  }
+}
+
+void PeerMonitor::reportAbort(int worldRank, wire::AbortReason reason,
+                              const std::string& message) {
+  try {
+    std::string text = "world rank " + std::to_string(worldRank) + " aborted group " +
+                       groupName_ + ": " + message;
+    Bytes value(1 + text.size());
+    value[0] = static_cast<uint8_t>(reason);
+    std::copy(text.begin(), text.end(), value.begin() + 1);
+    // The first abort wins: later ones are usually echoes of it.
+    store_->compareSet(abortKey_, Bytes{}, value);
+  } catch (...) {
+  }
+}
+
+}  // namespace meshcomm

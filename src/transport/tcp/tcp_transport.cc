@@ -1,0 +1,703 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "common/check.h"
+#include "common/crypto.h"
+#include "common/logging.h"
+#include "common/socket.h"
+#include "meshcomm/error.h"
+
+namespace meshcomm {
+namespace {
+
+constexpr auto kMonitorInterval = std::chrono::milliseconds(200);
+constexpr auto kDialTimeout = std::chrono::seconds(30);
+constexpr int kMaxBlockingPollMs = 100;
+
+bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
+wire::AbortReason reasonOf(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerLost&) {
+    return wire::AbortReason::kPeerLost;
+  } catch (const Timeout&) {
+    return wire::AbortReason::kTimeout;
+  } catch (const Mismatch&) {
+    return wire::AbortReason::kMismatch;
+  } catch (...) {
+    return wire::AbortReason::kAborted;
+  }
+}
+
+std::string messageOf(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+[[noreturn]] void throwReason(wire::AbortReason reason, const std::string& text) {
+  switch (reason) {
+    case wire::AbortReason::kPeerLost: throw PeerLost(text);
+    case wire::AbortReason::kTimeout: throw Timeout(text);
+    case wire::AbortReason::kMismatch: throw Mismatch(text);
+    case wire::AbortReason::kAborted: break;
+  }
+  throw Aborted(text);
+}
+
+}  // namespace
+
+struct TcpTransport::Unexpected {
+  wire::Header header;
+  Bytes data;
+  size_t fill = 0;
+  bool complete() const { return fill == data.size(); }
+};
+
+struct TcpTransport::Pair {
+  enum class State { kIdle, kAwaitingDial, kConnected, kClosed };
+
+  int peer = -1;
+  State state = State::kIdle;
+  Fd fd;
+  // Outgoing messages in post order; the front one may be half written.
+  std::deque<RequestPtr> sends;
+  wire::Header sendHeader;
+  size_t sendHeaderSent = 0;
+  bool sendStarted = false;
+  // Posted receives not yet matched to an arriving message.
+  std::deque<RequestPtr> recvs;
+  // The arriving message: its header, then its payload into the matched
+  // receive's buffer or an unexpected-message buffer.
+  wire::Header inHeader;
+  size_t inHeaderFill = 0;
+  bool inPayload = false;
+  RequestPtr inTarget;
+  std::shared_ptr<Unexpected> inUnexpected;
+  std::deque<std::shared_ptr<Unexpected>> unexpected;
+  bool hangup = false;  // the peer closed its side; read out what is left
+
+  bool midMessage() const { return inHeaderFill > 0 || inPayload; }
+  bool wantsRead() const { return !recvs.empty() || midMessage() || hangup; }
+  bool active() const { return !sends.empty() || wantsRead(); }
+};
+
+TcpTransport::TcpTransport(TcpTransportOptions options) : options_(std::move(options)) {
+  MESHCOMM_CHECK(options_.rank >= 0 && options_.rank < size());
+  pairs_.resize(options_.worldRanks.size());
+  uint16_t port = 0;
+  listener_ = listenTcp("", 0, 1024, &port);
+  std::string host = options_.advertiseHost;
+  std::string address = host.find(':') != std::string::npos ? "[" + host + "]:" : host + ":";
+  address += std::to_string(port);
+  options_.groupStore->set("addr/" + std::to_string(options_.rank), address);
+}
+
+TcpTransport::~TcpTransport() = default;
+
+std::string TcpTransport::describePeer(int peer) const {
+  return "rank " + std::to_string(peer) + " (world rank " +
+         std::to_string(options_.worldRanks[static_cast<size_t>(peer)]) + ")";
+}
+
+TcpTransport::Pair& TcpTransport::pair(int peer) {
+  auto& slot = pairs_[static_cast<size_t>(peer)];
+  if (!slot) {
+    slot = std::make_unique<Pair>();
+    slot->peer = peer;
+  }
+  return *slot;
+}
+
+int TcpTransport::connectionCount() const {
+  int n = 0;
+  for (const auto& p : pairs_) n += (p && p->fd.valid()) ? 1 : 0;
+  return n;
+}
+
+bool TcpTransport::hasPending() const {
+  for (const auto& p : pairs_) {
+    if (p && p->active() && p->state != Pair::State::kClosed) return true;
+  }
+  return false;
+}
+
+std::string TcpTransport::helloPayload(int from, int to) const {
+  std::string text = "meshcomm-hello|" + options_.groupName + "|" + std::to_string(from) +
+                     "|" + std::to_string(to);
+  if (options_.authToken.empty()) return text;
+  Bytes mac = hmacSha256(options_.authToken, Bytes(text.begin(), text.end()));
+  static const char* kHex = "0123456789abcdef";
+  text += "|";
+  for (uint8_t b : mac) {
+    text.push_back(kHex[b >> 4]);
+    text.push_back(kHex[b & 15]);
+  }
+  return text;
+}
+
+void TcpTransport::ensureConnection(Pair& p) {
+  if (p.state != Pair::State::kIdle) return;
+  if (options_.rank > p.peer) {
+    // The lower rank dials; it will as soon as it posts its side.
+    p.state = Pair::State::kAwaitingDial;
+    return;
+  }
+  std::string address = options_.groupStore->getString("addr/" + std::to_string(p.peer));
+  size_t colon = address.rfind(':');
+  MESHCOMM_CHECK(colon != std::string::npos, "bad address '" << address << "'");
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  auto port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
+  std::string why;
+  Fd fd = tryConnectTcp(host, port, Deadline::after(kDialTimeout), &why);
+  if (!fd) {
+    std::string during = "connecting to " + describePeer(p.peer) + " of group " +
+                         options_.groupName + " at " + address;
+    if (options_.monitor) options_.monitor->check(during);
+    throw PeerLost(during + " failed: " + why + " (the peer is gone or unreachable)");
+  }
+  std::string payload = helloPayload(options_.rank, p.peer);
+  wire::Header h;
+  h.kind = static_cast<uint8_t>(wire::Kind::kHello);
+  h.tag = static_cast<uint64_t>(options_.rank);
+  h.opCount = static_cast<uint64_t>(p.peer);
+  h.bytes = payload.size();
+  Bytes out(sizeof(h) + payload.size());
+  std::memcpy(out.data(), &h, sizeof(h));
+  std::memcpy(out.data() + sizeof(h), payload.data(), payload.size());
+  IoResult r = sendAll(fd.get(), out.data(), out.size(), Deadline::after(kDialTimeout));
+  if (!r.ok()) {
+    throw PeerLost("sending the hello to " + describePeer(p.peer) + " of group " +
+                   options_.groupName + " failed: " + r.describe());
+  }
+  p.fd = std::move(fd);
+  p.state = Pair::State::kConnected;
+}
+
+RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature& sig,
+                                  const void* data, size_t bytes) {
+  if (broken_) throwBroken();
+  MESHCOMM_CHECK(peer >= 0 && peer < size() && peer != options_.rank, "peer " << peer);
+  auto r = std::make_shared<Request>();
+  r->isSend = true;
+  r->peer = peer;
+  r->tag = tag;
+  r->signature = sig;
+  r->data = static_cast<uint8_t*>(const_cast<void*>(data));
+  r->bytes = bytes;
+  Pair& p = pair(peer);
+  try {
+    ensureConnection(p);
+    p.sends.push_back(r);
+    // Start writing now: a small message usually leaves in this call,
+    // before the peer even waits for it.
+    if (p.sends.size() == 1 && p.state == Pair::State::kConnected) {
+      progressSend(p, "sending to " + describePeer(peer));
+    }
+  } catch (...) {
+    failWith(std::current_exception());
+    throw;
+  }
+  return r;
+}
+
+RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature& sig,
+                                  void* data, size_t bytes) {
+  if (broken_) throwBroken();
+  MESHCOMM_CHECK(peer >= 0 && peer < size() && peer != options_.rank, "peer " << peer);
+  auto r = std::make_shared<Request>();
+  r->peer = peer;
+  r->tag = tag;
+  r->signature = sig;
+  r->data = static_cast<uint8_t*>(data);
+  r->bytes = bytes;
+  Pair& p = pair(peer);
+  try {
+    ensureConnection(p);
+    matchPostedAgainstUnexpected(p, r, "receiving from " + describePeer(peer));
+  } catch (...) {
+    failWith(std::current_exception());
+    throw;
+  }
+  return r;
+}
+
+void TcpTransport::checkMatch(const Pair& p, const Request& r, const wire::Header& h,
+                              const std::string& during) const {
+  MessageSignature got{h.opcode, h.dtype, h.reduceOp, h.opCount, h.detail};
+  if (!(got == r.signature) || h.bytes != r.bytes) {
+    auto describe = [&](const MessageSignature& sig, uint64_t bytes) {
+      if (options_.describeSignature) return options_.describeSignature(sig, bytes);
+      std::ostringstream d;
+      d << "opcode " << int(sig.opcode) << ", dtype " << int(sig.dtype) << ", op "
+        << int(sig.reduceOp) << ", " << sig.opCount << " elements, detail " << sig.detail
+        << ", " << bytes << " bytes";
+      return d.str();
+    };
+    std::ostringstream os;
+    os << during << ": " << describePeer(p.peer)
+       << " is not running the same operation as this rank: it sent ["
+       << describe(got, h.bytes) << "] where this rank expects ["
+       << describe(r.signature, r.bytes)
+       << "]. Every rank must issue the same collectives in the same order, with "
+          "matching sizes, dtypes, ops and roots.";
+    throw Mismatch(os.str());
+  }
+}
+
+void TcpTransport::matchPostedAgainstUnexpected(Pair& p, const RequestPtr& r,
+                                                const std::string& during) {
+  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+    Unexpected& u = **it;
+    if (u.header.tag != r->tag) continue;
+    checkMatch(p, *r, u.header, during);
+    if (u.fill > 0) std::memcpy(r->data, u.data.data(), u.fill);
+    r->transferred = u.fill;
+    unexpectedBytes_ -= u.data.size();
+    if (u.complete()) {
+      r->state = Request::State::kDone;
+    } else {
+      // The message is arriving right now: steer the rest of it straight
+      // into the receive's buffer.
+      MESHCOMM_CHECK(p.inUnexpected == *it);
+      p.inUnexpected.reset();
+      p.inTarget = r;
+    }
+    p.unexpected.erase(it);
+    return;
+  }
+  p.recvs.push_back(r);
+}
+
+void TcpTransport::progressSend(Pair& p, const std::string& during) {
+  while (!p.sends.empty()) {
+    Request& r = *p.sends.front();
+    if (!p.sendStarted) {
+      p.sendHeader = wire::Header();
+      p.sendHeader.kind = static_cast<uint8_t>(wire::Kind::kData);
+      p.sendHeader.opcode = r.signature.opcode;
+      p.sendHeader.dtype = r.signature.dtype;
+      p.sendHeader.reduceOp = r.signature.reduceOp;
+      p.sendHeader.opCount = r.signature.opCount;
+      p.sendHeader.detail = r.signature.detail;
+      p.sendHeader.tag = r.tag;
+      p.sendHeader.bytes = r.bytes;
+      p.sendHeaderSent = 0;
+      p.sendStarted = true;
+    }
+    iovec iov[2];
+    int n = 0;
+    if (p.sendHeaderSent < sizeof(wire::Header)) {
+      iov[n].iov_base = reinterpret_cast<uint8_t*>(&p.sendHeader) + p.sendHeaderSent;
+      iov[n].iov_len = sizeof(wire::Header) - p.sendHeaderSent;
+      ++n;
+    }
+    if (r.transferred < r.bytes) {
+      iov[n].iov_base = r.data + r.transferred;
+      iov[n].iov_len = r.bytes - r.transferred;
+      ++n;
+    }
+    if (n > 0) {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(n);
+      ssize_t sent = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        if (wouldBlock(errno)) return;
+        peerLost(p, std::strerror(errno), during);
+      }
+      auto left = static_cast<size_t>(sent);
+      size_t headerPart = std::min(left, sizeof(wire::Header) - p.sendHeaderSent);
+      p.sendHeaderSent += headerPart;
+      r.transferred += left - headerPart;
+    }
+    if (p.sendHeaderSent == sizeof(wire::Header) && r.transferred == r.bytes) {
+      r.state = Request::State::kDone;
+      p.sends.pop_front();
+      p.sendStarted = false;
+    }
+  }
+}
+
+void TcpTransport::onHeader(Pair& p, const std::string& during) {
+  const wire::Header& h = p.inHeader;
+  if (h.magic != wire::kMagic) {
+    throw Error(during + ": corrupt message header from " + describePeer(p.peer) +
+                " (bad magic)");
+  }
+  auto kind = static_cast<wire::Kind>(h.kind);
+  if (kind == wire::Kind::kAbort) {
+    if (h.bytes > wire::kMaxAbortBytes) {
+      throw Error(during + ": oversized abort message from " + describePeer(p.peer));
+    }
+    auto u = std::make_shared<Unexpected>();
+    u->header = h;
+    u->data.resize(h.bytes);
+    p.inUnexpected = u;  // read it, then raise (see progressRecv)
+    p.inPayload = true;
+    return;
+  }
+  if (kind != wire::Kind::kData) {
+    throw Error(during + ": unexpected message kind " + std::to_string(h.kind) + " from " +
+                describePeer(p.peer));
+  }
+  for (auto it = p.recvs.begin(); it != p.recvs.end(); ++it) {
+    if ((*it)->tag != h.tag) continue;
+    checkMatch(p, **it, h, during);
+    p.inTarget = *it;
+    p.recvs.erase(it);
+    p.inPayload = true;
+    return;
+  }
+  if (unexpectedBytes_ + h.bytes > options_.maxUnexpectedBytes) {
+    throw Error(during + ": " + describePeer(p.peer) + " sent " + std::to_string(h.bytes) +
+                " bytes nobody is receiving yet, beyond the buffering limit of " +
+                std::to_string(options_.maxUnexpectedBytes) +
+                " bytes (MESHCOMM_MAX_UNEXPECTED_BYTES); post matching receives");
+  }
+  auto u = std::make_shared<Unexpected>();
+  u->header = h;
+  u->data.resize(h.bytes);
+  unexpectedBytes_ += h.bytes;
+  p.unexpected.push_back(u);
+  p.inUnexpected = u;
+  p.inPayload = true;
+}
+
+void TcpTransport::progressRecv(Pair& p, const std::string& during) {
+  while (p.wantsRead()) {
+    uint8_t* dst = nullptr;
+    size_t want = 0;
+    if (!p.inPayload) {
+      dst = reinterpret_cast<uint8_t*>(&p.inHeader) + p.inHeaderFill;
+      want = sizeof(wire::Header) - p.inHeaderFill;
+    } else if (p.inTarget) {
+      dst = p.inTarget->data + p.inTarget->transferred;
+      want = p.inTarget->bytes - p.inTarget->transferred;
+    } else {
+      dst = p.inUnexpected->data.data() + p.inUnexpected->fill;
+      want = p.inUnexpected->data.size() - p.inUnexpected->fill;
+    }
+    if (want > 0) {
+      ssize_t got = ::recv(p.fd.get(), dst, want, MSG_DONTWAIT);
+      if (got == 0) peerLost(p, "connection closed", during);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        if (wouldBlock(errno)) return;
+        peerLost(p, std::strerror(errno), during);
+      }
+      auto n = static_cast<size_t>(got);
+      if (!p.inPayload) {
+        p.inHeaderFill += n;
+        if (p.inHeaderFill < sizeof(wire::Header)) continue;
+        onHeader(p, during);
+        continue;  // a zero-byte payload completes on the next pass
+      }
+      if (p.inTarget) {
+        p.inTarget->transferred += n;
+      } else {
+        p.inUnexpected->fill += n;
+      }
+      if (n < want) continue;
+    }
+    // The payload is complete.
+    if (p.inTarget) {
+      p.inTarget->state = Request::State::kDone;
+      p.inTarget.reset();
+    } else if (p.inUnexpected) {
+      auto u = std::move(p.inUnexpected);
+      if (static_cast<wire::Kind>(u->header.kind) == wire::Kind::kAbort) {
+        std::string text;
+        auto reason = wire::AbortReason::kAborted;
+        if (!u->data.empty()) {
+          reason = static_cast<wire::AbortReason>(u->data[0]);
+          text.assign(u->data.begin() + 1, u->data.end());
+        }
+        throwReason(reason, during + ": " + describePeer(p.peer) +
+                                " aborted the group: " + text);
+      }
+    }
+    p.inPayload = false;
+    p.inHeaderFill = 0;
+  }
+}
+
+void TcpTransport::acceptPending() {
+  for (;;) {
+    int raw = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (raw < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    setNoDelay(raw);
+    PendingAccept a;
+    a.fd = Fd(raw);
+    accepting_.push_back(std::move(a));
+  }
+}
+
+void TcpTransport::readHellos(const std::string& during) {
+  for (size_t i = 0; i < accepting_.size();) {
+    PendingAccept& a = accepting_[i];
+    bool drop = false;
+    bool done = false;
+    for (;;) {
+      uint8_t* dst;
+      size_t want;
+      if (a.headerFill < sizeof(wire::Header)) {
+        dst = reinterpret_cast<uint8_t*>(&a.header) + a.headerFill;
+        want = sizeof(wire::Header) - a.headerFill;
+      } else {
+        if (a.header.magic != wire::kMagic ||
+            a.header.kind != static_cast<uint8_t>(wire::Kind::kHello) ||
+            a.header.bytes > wire::kMaxHelloBytes) {
+          drop = true;
+          break;
+        }
+        a.payload.resize(a.header.bytes);
+        if (a.payloadFill == a.payload.size()) {
+          done = true;
+          break;
+        }
+        dst = reinterpret_cast<uint8_t*>(a.payload.data()) + a.payloadFill;
+        want = a.payload.size() - a.payloadFill;
+      }
+      ssize_t got = ::recv(a.fd.get(), dst, want, MSG_DONTWAIT);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && wouldBlock(errno)) break;
+      if (got <= 0) {
+        drop = true;
+        break;
+      }
+      if (a.headerFill < sizeof(wire::Header)) {
+        a.headerFill += static_cast<size_t>(got);
+      } else {
+        a.payloadFill += static_cast<size_t>(got);
+      }
+    }
+    if (done) {
+      auto from = static_cast<int64_t>(a.header.tag);
+      bool valid = from >= 0 && from < options_.rank &&
+                   a.header.opCount == static_cast<uint64_t>(options_.rank) &&
+                   a.payload == helloPayload(static_cast<int>(from), options_.rank);
+      Pair* p = valid ? &pair(static_cast<int>(from)) : nullptr;
+      if (p && p->state != Pair::State::kConnected && p->state != Pair::State::kClosed) {
+        p->fd = std::move(a.fd);
+        p->state = Pair::State::kConnected;
+      } else {
+        MESHCOMM_LOG(kWarn, during << ": refused a connection to group " << options_.groupName
+                                   << " with an invalid or duplicate hello");
+      }
+      accepting_.erase(accepting_.begin() + static_cast<ptrdiff_t>(i));
+      continue;
+    }
+    if (drop) {
+      accepting_.erase(accepting_.begin() + static_cast<ptrdiff_t>(i));
+      continue;
+    }
+    ++i;
+  }
+}
+
+bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& during) {
+  std::vector<pollfd> fds;
+  std::vector<Pair*> owners;
+  fds.reserve(pairs_.size() + accepting_.size() + 2);
+  bool awaitingDial = false;
+  for (auto& slot : pairs_) {
+    if (!slot) continue;
+    Pair& p = *slot;
+    if (p.state == Pair::State::kAwaitingDial && p.active()) awaitingDial = true;
+    if (p.state != Pair::State::kConnected || !p.active()) continue;
+    short events = POLLRDHUP;
+    if (p.wantsRead()) events |= POLLIN;
+    if (!p.sends.empty()) events |= POLLOUT;
+    fds.push_back({p.fd.get(), events, 0});
+    owners.push_back(&p);
+  }
+  size_t fixed = fds.size();
+  if (awaitingDial || !accepting_.empty()) fds.push_back({listener_.get(), POLLIN, 0});
+  for (auto& a : accepting_) fds.push_back({a.fd.get(), POLLIN, 0});
+  if (interruptFd >= 0) fds.push_back({interruptFd, POLLIN, 0});
+  int rc = ::poll(fds.data(), fds.size(), timeoutMs);
+  if (rc < 0) {
+    if (errno == EINTR) return true;
+    throw Error(during + ": poll failed: " + std::strerror(errno));
+  }
+  if (rc == 0) return true;
+  bool interrupted = interruptFd >= 0 && (fds.back().revents & POLLIN);
+  bool acceptReady = false;
+  for (size_t i = fixed; i < fds.size(); ++i) {
+    if (fds[i].fd == listener_.get() && fds[i].revents) acceptReady = true;
+  }
+  for (size_t i = 0; i < fixed; ++i) {
+    short re = fds[i].revents;
+    if (re == 0) continue;
+    Pair& p = *owners[i];
+    if (re & (POLLRDHUP | POLLHUP | POLLERR)) p.hangup = true;
+    if (re & POLLOUT) progressSend(p, during);
+    if (re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) progressRecv(p, during);
+    if (re & (POLLHUP | POLLERR) && !p.sends.empty()) progressSend(p, during);
+  }
+  if (acceptReady) acceptPending();
+  if (!accepting_.empty()) {
+    readHellos(during);
+    // A connection that just arrived may have data already queued for it.
+    for (auto& slot : pairs_) {
+      if (!slot || slot->state != Pair::State::kConnected) continue;
+      if (!slot->sends.empty()) progressSend(*slot, during);
+      if (slot->wantsRead()) progressRecv(*slot, during);
+    }
+  } else if (acceptReady) {
+    readHellos(during);
+  }
+  return !interrupted;
+}
+
+void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
+  if (broken_) throwBroken();
+  const std::string during = ctx.describe();
+  auto allDone = [&] {
+    for (const auto& r : requests) {
+      if (!r->done()) return false;
+    }
+    return true;
+  };
+  try {
+    auto start = Deadline::Clock::now();
+    auto spinUntil = start + options_.spin;
+    auto nextMonitor = start + kMonitorInterval;
+    // Pairs that became connected after their requests were posted need an
+    // initial push; so do sends queued behind a finished one.
+    for (auto& slot : pairs_) {
+      if (!slot || slot->state != Pair::State::kConnected) continue;
+      if (!slot->sends.empty()) progressSend(*slot, during);
+      if (slot->wantsRead()) progressRecv(*slot, during);
+    }
+    while (!allDone()) {
+      auto now = Deadline::Clock::now();
+      int timeoutMs = 0;
+      if (now >= spinUntil) {
+        timeoutMs = std::min(kMaxBlockingPollMs, ctx.deadline.pollTimeoutMs() < 0
+                                                     ? kMaxBlockingPollMs
+                                                     : ctx.deadline.pollTimeoutMs());
+      }
+      pollOnce(timeoutMs, -1, during);
+      if (allDone()) break;
+      now = Deadline::Clock::now();
+      if (ctx.deadline.expired()) {
+        std::set<std::string> waitingOn;
+        for (const auto& r : requests) {
+          if (r->done()) continue;
+          waitingOn.insert(describePeer(r->peer) + (r->isSend ? " to receive" : " to send"));
+        }
+        std::string peers;
+        for (const auto& w : waitingOn) peers += (peers.empty() ? "" : ", ") + w;
+        if (options_.monitor) options_.monitor->check(during);
+        throw Timeout(during + " timed out; still waiting for " + peers +
+                      ". A rank that never issued this operation, or issued a different "
+                      "one, is the usual cause (the group timeout can be raised with "
+                      "MESHCOMM_TIMEOUT_MS)");
+      }
+      if (options_.monitor && now >= nextMonitor) {
+        options_.monitor->check(during);
+        nextMonitor = now + kMonitorInterval;
+      }
+    }
+  } catch (...) {
+    failWith(std::current_exception());
+    throw;
+  }
+}
+
+void TcpTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
+  if (broken_) return;
+  try {
+    auto until = Deadline::after(budget);
+    const std::string during = "background progress on group " + options_.groupName;
+    for (auto& slot : pairs_) {
+      if (!slot || slot->state != Pair::State::kConnected) continue;
+      if (!slot->sends.empty()) progressSend(*slot, during);
+      if (slot->wantsRead()) progressRecv(*slot, during);
+    }
+    while (hasPending() && !until.expired()) {
+      if (!pollOnce(std::min(until.pollTimeoutMs(), kMaxBlockingPollMs), interruptFd, during)) {
+        return;
+      }
+      if (options_.monitor) options_.monitor->check(during);
+    }
+  } catch (...) {
+    failWith(std::current_exception());
+  }
+}
+
+void TcpTransport::peerLost(Pair& p, const std::string& why, const std::string& during) {
+  // A peer that aborted on purpose published why; prefer that to "lost".
+  if (options_.monitor) options_.monitor->check(during);
+  throw PeerLost(during + ": lost the connection to " + describePeer(p.peer) + " of group " +
+                 options_.groupName + " (" + why + "); the peer process exited or was killed");
+}
+
+void TcpTransport::failWith(std::exception_ptr error) {
+  if (broken_) return;
+  broken_ = error;
+  auto reason = reasonOf(error);
+  std::string message = messageOf(error);
+  if (options_.monitor) {
+    options_.monitor->reportAbort(options_.worldRanks[static_cast<size_t>(options_.rank)],
+                                  reason, message);
+  }
+  std::string payload(1, static_cast<char>(reason));
+  payload += message.substr(0, wire::kMaxAbortBytes - 1);
+  for (auto& slot : pairs_) {
+    if (!slot) continue;
+    Pair& p = *slot;
+    // An abort frame may only go between messages, never inside one.
+    bool betweenMessages = !p.sendStarted || p.sendHeaderSent == 0;
+    if (p.fd.valid() && betweenMessages) {
+      // Best effort, never blocking: a peer blocked on us learns why at once.
+      wire::Header h;
+      h.kind = static_cast<uint8_t>(wire::Kind::kAbort);
+      h.bytes = payload.size();
+      Bytes out(sizeof(h) + payload.size());
+      std::memcpy(out.data(), &h, sizeof(h));
+      std::memcpy(out.data() + sizeof(h), payload.data(), payload.size());
+      [[maybe_unused]] ssize_t n = ::send(p.fd.get(), out.data(), out.size(),
+                                          MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    for (auto& r : p.sends) r->state = Request::State::kFailed;
+    for (auto& r : p.recvs) r->state = Request::State::kFailed;
+    if (p.inTarget) p.inTarget->state = Request::State::kFailed;
+    p.sends.clear();
+    p.recvs.clear();
+    p.inTarget.reset();
+    p.unexpected.clear();
+    p.fd.reset();
+    p.state = Pair::State::kClosed;
+  }
+  accepting_.clear();
+  listener_.reset();
+  unexpectedBytes_ = 0;
+}
+
+void TcpTransport::abort(std::exception_ptr error) { failWith(std::move(error)); }
+
+void TcpTransport::throwBroken() { std::rethrow_exception(broken_); }
+
+}  // namespace meshcomm

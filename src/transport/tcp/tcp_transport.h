@@ -1,0 +1,107 @@
+// TcpTransport: the group's messages over TCP, one connection per peer.
+//
+// Connections are made lazily, the first time a request for a peer is
+// posted: the lower rank of a pair always dials, the higher one accepts on
+// the group's listener, so each pair gets exactly one connection without a
+// tie-break. Addresses are exchanged through the group's store prefix.
+// Payloads are written from and read straight into the callers' buffers.
+//
+// A peer's death shows up as EOF/reset on its connection, a refused dial,
+// or (for peers this rank has no connection to) through the PeerMonitor,
+// consulted every ~200 ms while a wait is blocked.
+//
+// Thread-safety: as Transport (one driving thread at a time).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fd.h"
+#include "meshcomm/store.h"
+#include "transport/peer_monitor.h"
+#include "transport/transport.h"
+#include "transport/wire.h"
+
+namespace meshcomm {
+
+struct TcpTransportOptions {
+  std::string groupName;
+  int rank = 0;
+  std::vector<int> worldRanks;  // by group rank, for messages
+  std::string advertiseHost;    // address peers dial to reach this rank
+  std::shared_ptr<Store> groupStore;  // keys private to this group
+  std::shared_ptr<PeerMonitor> monitor;
+  std::string authToken;        // empty: no authentication
+  size_t maxUnexpectedBytes = size_t{1} << 30;
+  std::chrono::microseconds spin{50};  // busy-poll before blocking
+  // Renders a signature for Mismatch messages ("all_reduce float32 ...").
+  std::function<std::string(const MessageSignature&, uint64_t bytes)> describeSignature;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // Creates the listener and publishes this rank's address in the group
+  // store. Throws Error if no listener can be created.
+  explicit TcpTransport(TcpTransportOptions options);
+  ~TcpTransport() override;
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return static_cast<int>(options_.worldRanks.size()); }
+
+  RequestPtr postSend(int peer, uint64_t tag, const MessageSignature& sig,
+                      const void* data, size_t bytes) override;
+  RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
+                      size_t bytes) override;
+  void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
+  void progress(std::chrono::milliseconds budget, int interruptFd) override;
+  bool hasPending() const override;
+  void abort(std::exception_ptr error) override;
+  std::exception_ptr brokenError() const override { return broken_; }
+
+  // Number of open peer connections (tests check for leaks).
+  int connectionCount() const;
+
+ private:
+  struct Unexpected;
+  struct Pair;
+
+  Pair& pair(int peer);
+  void ensureConnection(Pair& p);
+  void failWith(std::exception_ptr error);
+  [[noreturn]] void throwBroken();
+  std::string describePeer(int peer) const;
+
+  // One round of non-blocking I/O on every active fd, waiting up to
+  // timeoutMs for events (0: just poll). Returns false if interruptFd fired.
+  bool pollOnce(int timeoutMs, int interruptFd, const std::string& during);
+  void acceptPending();
+  void readHellos(const std::string& during);
+  void progressSend(Pair& p, const std::string& during);
+  void progressRecv(Pair& p, const std::string& during);
+  void finishDial(Pair& p, const std::string& during);
+  void onHeader(Pair& p, const std::string& during);
+  void matchPostedAgainstUnexpected(Pair& p, const RequestPtr& r, const std::string& during);
+  [[noreturn]] void peerLost(Pair& p, const std::string& why, const std::string& during);
+  void checkMatch(const Pair& p, const Request& r, const wire::Header& h,
+                  const std::string& during) const;
+  std::string helloPayload(int from, int to) const;
+
+  TcpTransportOptions options_;
+  Fd listener_;
+  std::vector<std::unique_ptr<Pair>> pairs_;
+  struct PendingAccept {
+    Fd fd;
+    wire::Header header;
+    size_t headerFill = 0;
+    std::string payload;
+    size_t payloadFill = 0;
+  };
+  std::vector<PendingAccept> accepting_;
+  size_t unexpectedBytes_ = 0;
+  std::exception_ptr broken_;
+};
+
+}  // namespace meshcomm

@@ -1,0 +1,100 @@
+// Transport: moving tagged messages between the ranks of one group.
+//
+// Collective algorithms post sends and receives and then wait for them; a
+// transport (tcp/, later shm/) moves the bytes. Posting never blocks; data
+// moves inside wait() and progress(), so every posted request of the group
+// advances together (a ring's send and receive overlap, and a batch of
+// point-to-point operations completes in any listing order).
+//
+// A receive matches the oldest unmatched message from its peer with the
+// same tag; the message's signature and size must equal the receive's, or
+// the operation fails with Mismatch. Messages with no matching receive yet
+// are buffered (bounded by MESHCOMM_MAX_UNEXPECTED_BYTES).
+//
+// Thread-safety: not thread-safe. The group's executor guarantees one
+// thread at a time drives a transport.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "common/deadline.h"
+
+namespace meshcomm {
+
+// What a message belongs to. Receivers check it so that ranks that disagree
+// about an operation (a different collective, dtype, op or element count)
+// fail with a Mismatch naming both sides instead of misreading bytes.
+struct MessageSignature {
+  uint8_t opcode = 0;    // collectives/opcode.h
+  uint8_t dtype = 0;
+  uint8_t reduceOp = 0;
+  uint64_t opCount = 0;  // elements of the operation
+  uint64_t detail = 0;   // root, or a digest of per-rank sizes
+  bool operator==(const MessageSignature&) const = default;
+};
+
+struct Request {
+  enum class State { kPending, kDone, kFailed };
+  bool isSend = false;
+  int peer = -1;
+  uint64_t tag = 0;
+  MessageSignature signature;
+  uint8_t* data = nullptr;
+  size_t bytes = 0;
+  size_t transferred = 0;
+  State state = State::kPending;
+  bool done() const { return state != State::kPending; }
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+// Identity of the operation a wait belongs to, for error messages.
+struct OpContext {
+  std::string group;
+  std::string op;
+  uint64_t seq = 0;
+  Deadline deadline;
+  std::string describe() const {
+    return op + " #" + std::to_string(seq) + " on group " + group;
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Queue a message to / from `peer` (a group rank other than this one).
+  // The buffer must stay valid until the request is done. Throws the
+  // group's error if the transport is already broken.
+  virtual RequestPtr postSend(int peer, uint64_t tag, const MessageSignature& sig,
+                              const void* data, size_t bytes) = 0;
+  virtual RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig,
+                              void* data, size_t bytes) = 0;
+
+  // Drives progress until every request is done. Throws Timeout at
+  // ctx.deadline (naming the peers still awaited), PeerLost, Mismatch or
+  // Aborted; any error breaks the transport and is reported to the peers.
+  virtual void wait(std::span<const RequestPtr> requests, const OpContext& ctx) = 0;
+
+  // Drives progress on whatever is pending for up to `budget`, returning
+  // early when something completes or `interruptFd` becomes readable.
+  // Errors break the transport (they are rethrown by later calls).
+  virtual void progress(std::chrono::milliseconds budget, int interruptFd) = 0;
+
+  virtual bool hasPending() const = 0;
+
+  // Breaks the transport with `error` (if not already broken), tells the
+  // connected peers why, and fails every pending request.
+  virtual void abort(std::exception_ptr error) = 0;
+  // The error that broke the transport, or null.
+  virtual std::exception_ptr brokenError() const = 0;
+};
+
+}  // namespace meshcomm
