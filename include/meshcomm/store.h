@@ -6,6 +6,7 @@
 // wait for each other; open one TCPStore per thread for parallel traffic.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -158,7 +159,8 @@ class MESHCOMM_API TCPStore final : public Store {
   bool isServer() const { return options_.isServer; }
 
  private:
-  TCPStoreOptions options_;
+  TCPStoreOptions options_;  // options_.timeout is only the initial value
+  std::atomic<int64_t> timeoutMs_;  // setTimeout() may race with calls
   uint16_t port_ = 0;
   std::unique_ptr<TCPStoreServer> server_;
   std::unique_ptr<TCPStoreClient> client_;

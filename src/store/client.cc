@@ -41,15 +41,14 @@ TCPStoreClient::TCPStoreClient(std::string host, uint16_t port,
     Deadline attempt = deadline.earlier(Deadline::after(std::chrono::seconds(5)));
     fd_ = tryConnectTcp(host_, port_, attempt, &why);
     if (fd_) break;
-    if (deadline.expired() ||
-        deadline.remaining() < backoff) {
+    if (deadline.expired()) {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
           Deadline::Clock::now() - started);
       throw Timeout("could not connect to the store at " + endpoint_ + " within " +
                     describeSeconds(waited) + " (last error: " + why +
                     "); is the server running and reachable?");
     }
-    std::this_thread::sleep_for(backoff);
+    std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
   handshake(authToken, local, deadline);

@@ -39,7 +39,8 @@ std::string connectHostFor(const std::string& bindHost) {
 
 }  // namespace
 
-TCPStore::TCPStore(TCPStoreOptions options) : options_(std::move(options)) {
+TCPStore::TCPStore(TCPStoreOptions options)
+    : options_(std::move(options)), timeoutMs_(options_.timeout.count()) {
   if (options_.worldSize && *options_.worldSize <= 0) {
     throw InvalidArgument("TCPStore: world_size must be positive, got " +
                           std::to_string(*options_.worldSize));
@@ -110,14 +111,14 @@ void TCPStore::set(const std::string& key, const Bytes& value) {
   checkKey(key, options_.limits);
   checkValue(value, options_.limits);
   client_->call(Op::kSet, {store::asSpan(key), store::asSpan(value)},
-                Deadline::after(options_.timeout));
+                Deadline::after(timeout()));
 }
 
 Bytes TCPStore::get(const std::string& key) {
   checkKey(key, options_.limits);
-  Bytes t = store::encodeU64(wireTimeout(options_.timeout));
+  Bytes t = store::encodeU64(wireTimeout(timeout()));
   auto r = client_->call(Op::kGet, {store::asSpan(t), store::asSpan(key)},
-                         responseDeadline(options_.timeout));
+                         responseDeadline(timeout()));
   if (r.size() != 1) throw StoreError("store: malformed get response");
   return std::move(r[0]);
 }
@@ -126,7 +127,7 @@ int64_t TCPStore::add(const std::string& key, int64_t amount) {
   checkKey(key, options_.limits);
   Bytes a = store::encodeI64(amount);
   auto r = client_->call(Op::kAdd, {store::asSpan(key), store::asSpan(a)},
-                         Deadline::after(options_.timeout));
+                         Deadline::after(timeout()));
   int64_t value = 0;
   if (r.size() != 1 || !store::decodeI64(r[0], &value)) {
     throw StoreError("store: malformed add response");
@@ -137,7 +138,7 @@ int64_t TCPStore::add(const std::string& key, int64_t amount) {
 bool TCPStore::deleteKey(const std::string& key) {
   checkKey(key, options_.limits);
   auto r = client_->call(Op::kDelete, {store::asSpan(key)},
-                         Deadline::after(options_.timeout));
+                         Deadline::after(timeout()));
   return r.size() == 1 && r[0].size() == 1 && r[0][0] == 1;
 }
 
@@ -149,7 +150,7 @@ Bytes TCPStore::compareSet(const std::string& key, const Bytes& expected,
   auto r = client_->call(
       Op::kCompareSet,
       {store::asSpan(key), store::asSpan(expected), store::asSpan(desired)},
-      Deadline::after(options_.timeout));
+      Deadline::after(timeout()));
   if (r.size() != 1) throw StoreError("store: malformed compare_set response");
   return std::move(r[0]);
 }
@@ -169,12 +170,12 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   checkKeys(keys, options_.limits);
   std::vector<std::span<const uint8_t>> args;
   for (const auto& k : keys) args.push_back(store::asSpan(k));
-  auto r = client_->call(Op::kCheck, args, Deadline::after(options_.timeout));
+  auto r = client_->call(Op::kCheck, args, Deadline::after(timeout()));
   return r.size() == 1 && r[0].size() == 1 && r[0][0] == 1;
 }
 
 int64_t TCPStore::numKeys() {
-  auto r = client_->call(Op::kNumKeys, {}, Deadline::after(options_.timeout));
+  auto r = client_->call(Op::kNumKeys, {}, Deadline::after(timeout()));
   int64_t n = 0;
   if (r.size() != 1 || !store::decodeI64(r[0], &n)) {
     throw StoreError("store: malformed num_keys response");
@@ -186,16 +187,16 @@ void TCPStore::append(const std::string& key, const Bytes& value) {
   checkKey(key, options_.limits);
   checkValue(value, options_.limits);
   client_->call(Op::kAppend, {store::asSpan(key), store::asSpan(value)},
-                Deadline::after(options_.timeout));
+                Deadline::after(timeout()));
 }
 
 std::vector<Bytes> TCPStore::multiGet(const std::vector<std::string>& keys) {
   if (keys.empty()) return {};
   checkKeys(keys, options_.limits);
-  Bytes t = store::encodeU64(wireTimeout(options_.timeout));
+  Bytes t = store::encodeU64(wireTimeout(timeout()));
   std::vector<std::span<const uint8_t>> args{store::asSpan(t)};
   for (const auto& k : keys) args.push_back(store::asSpan(k));
-  auto r = client_->call(Op::kMultiGet, args, responseDeadline(options_.timeout));
+  auto r = client_->call(Op::kMultiGet, args, responseDeadline(timeout()));
   if (r.size() != keys.size()) throw StoreError("store: malformed multi_get response");
   return r;
 }
@@ -220,7 +221,7 @@ void TCPStore::multiSet(const std::vector<std::string>& keys,
     args.push_back(store::asSpan(keys[i]));
     args.push_back(store::asSpan(values[i]));
   }
-  client_->call(Op::kMultiSet, args, Deadline::after(options_.timeout));
+  client_->call(Op::kMultiSet, args, Deadline::after(timeout()));
 }
 
 void TCPStore::appendOnDisconnect(const std::string& key, const Bytes& value) {
@@ -231,21 +232,23 @@ void TCPStore::appendOnDisconnect(const std::string& key, const Bytes& value) {
                           std::to_string(store::kMaxOnCloseValueBytes) + " bytes");
   }
   client_->call(Op::kAppendOnClose, {store::asSpan(key), store::asSpan(value)},
-                Deadline::after(options_.timeout));
+                Deadline::after(timeout()));
 }
 
 void TCPStore::clearOnDisconnect() {
   std::string none;
   Bytes empty;
   client_->call(Op::kAppendOnClose, {store::asSpan(none), store::asSpan(empty)},
-                Deadline::after(options_.timeout));
+                Deadline::after(timeout()));
 }
 
-std::chrono::milliseconds TCPStore::timeout() const { return options_.timeout; }
+std::chrono::milliseconds TCPStore::timeout() const {
+  return std::chrono::milliseconds(timeoutMs_.load(std::memory_order_relaxed));
+}
 
 void TCPStore::setTimeout(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) throw InvalidArgument("store timeout must not be negative");
-  options_.timeout = timeout;
+  timeoutMs_.store(timeout.count(), std::memory_order_relaxed);
 }
 
 }  // namespace meshcomm

@@ -1,0 +1,24 @@
+// Entry points of the per-area pieces of the _meshcomm extension. Each area
+// (errors, store, later process groups and work handles) lives in its own
+// *_binding.cc and adds its names to the module in one init function, called
+// from module.cc in dependency order.
+//
+// Thread-safety: the init functions run once, under the GIL, while Python
+// imports the extension.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace meshcomm::python {
+
+// Registers the translator that turns meshcomm::Error subclasses into the
+// Python classes of meshcomm._errors (and InvalidArgument into ValueError).
+// Must run before any other init so that errors raised by later areas are
+// translated. Throws pybind11::error_already_set when meshcomm._errors
+// cannot be imported.
+void initErrors(pybind11::module_& m);
+
+// Adds Store (the abstract key-value interface) and TCPStore.
+void initStore(pybind11::module_& m);
+
+}  // namespace meshcomm::python

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# make test-long: sanitizer builds of the C++ suite, the Python suite under
+# the release build, and a bounded libFuzzer run of the store frame decoder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-/usr/bin/python3}
+JOBS=${JOBS:-$(nproc)}
+
+run_cpp_suite() {
+  local dir=$1
+  echo "== C++ suite in $dir =="
+  "$dir/bin/meshcomm_tests" --gtest_brief=1
+}
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer =="
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMESHCOMM_SANITIZE=address,undefined -DMESHCOMM_BUILD_PYTHON=OFF -DMESHCOMM_PYTHON=$PYTHON
+cmake --build build-asan -j "$JOBS" --target meshcomm_tests
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  run_cpp_suite build-asan
+
+echo "== ThreadSanitizer =="
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMESHCOMM_SANITIZE=thread -DMESHCOMM_BUILD_PYTHON=OFF -DMESHCOMM_PYTHON=$PYTHON
+cmake --build build-tsan -j "$JOBS" --target meshcomm_tests
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_cpp_suite build-tsan
+
+echo "== libFuzzer: store frame decoder (${FUZZ_SECONDS:-120} s) =="
+if command -v clang++ >/dev/null; then
+  make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120}
+else
+  echo "clang++ not found; skipping the fuzz run"
+fi
+echo "test-long: all passed"

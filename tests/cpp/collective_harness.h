@@ -1,0 +1,624 @@
+// Shared machinery for the multi-process collective, point-to-point, group
+// and fault tests: start P ranks (forked children) that each join one
+// World, deterministic per-rank test data for every dtype, and a serial
+// reference reduction to check results against.
+//
+// Starting a job: WorldJob forks P children. Rank 0's child hosts a TCPStore
+// server on a free port and posts the port over a PipeChannel; every child
+// then connects, waits until all are connected, and calls World::init. The
+// test body runs in every child and returns an exit code (CHILD_CHECK inside
+// it exits with kExitCheckFailed). Afterwards each child destroys its World
+// and reports in through the store; rank 0 keeps the store up until the
+// expected number of ranks have reported (bounded), so no rank loses the
+// store while it is still shutting down.
+//
+// Test data: element i of rank r's input for a call identified by `salt`
+// is a pure function of (dtype, domain, salt, r, i), so every rank can
+// compute every other rank's input and the exact expected output locally.
+// Domains keep reductions exact in any order of evaluation:
+//   - integers: uniformly random bits (sum and prod wrap modulo 2^bits,
+//     which is associative and commutative, so any schedule is exact);
+//     for prod the values are mostly odd so products do not collapse to 0;
+//   - bool: 0/1 bytes, biased so that or/and results are not constant;
+//   - float16/bfloat16/float32/float64: sum uses integers small enough that
+//     every partial sum over up to 8 ranks is exactly representable; prod
+//     uses +-2^k, k in {-1, 0, 1}; min/max use multiples of 1/4 (never -0.0,
+//     never NaN, so tie rules do not matter);
+//   - complex: sum uses integer parts, prod Gaussian integers from
+//     {1, -1, i, -i, 1+i, 1-i} (all partial products exact);
+//   - raw (data-movement collectives): arbitrary bit patterns, any dtype,
+//     compared bitwise (NaN payloads included).
+// Every comparison in these tests is bitwise (memcmp).
+//
+// The 16-bit float encodings are written here from the bit layouts and
+// only handle the exactly representable values the generators produce;
+// they are independent of src/reduce's conversions.
+//
+// Thread-safety: everything here is used from one thread per process.
+#pragma once
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "meshcomm/error.h"
+#include "meshcomm/process_group.h"
+#include "meshcomm/store.h"
+#include "meshcomm/types.h"
+#include "multiprocess.h"
+
+namespace meshcomm::test {
+
+// ---- dtypes and ops -----------------------------------------------------------
+
+inline constexpr DType kAllDTypes[] = {
+    DType::kBool,      DType::kInt8,      DType::kUInt8,    DType::kInt16,
+    DType::kUInt16,    DType::kInt32,     DType::kUInt32,   DType::kInt64,
+    DType::kUInt64,    DType::kFloat16,   DType::kBFloat16, DType::kFloat32,
+    DType::kFloat64,   DType::kComplex64, DType::kComplex128};
+inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
+                                       ReduceOp::kMax};
+
+// ---- time -----------------------------------------------------------------------
+
+// CLOCK_MONOTONIC is one clock for the whole machine, so timestamps taken in
+// different processes can be compared directly.
+inline uint64_t monoNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline double msBetween(uint64_t fromNs, uint64_t toNs) {
+  return (static_cast<double>(toNs) - static_cast<double>(fromNs)) / 1e6;
+}
+
+// ---- process resources ------------------------------------------------------------
+
+inline int countDirEntries(const char* path) {
+  DIR* d = ::opendir(path);
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n - (std::strcmp(path, "/proc/self/fd") == 0 ? 1 : 0);  // opendir's own fd
+}
+inline int openFdCount() { return countDirEntries("/proc/self/fd"); }
+inline int threadCount() { return countDirEntries("/proc/self/task"); }
+
+// Polls count() until it is at most `limit` or `bound` passes; returns the
+// last value. Threads and server-side sockets disappear asynchronously.
+inline int settleTo(const std::function<int()>& count, int limit,
+                    std::chrono::milliseconds bound) {
+  auto until = std::chrono::steady_clock::now() + bound;
+  int v = count();
+  while (v > limit && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    v = count();
+  }
+  return v;
+}
+
+// ---- 16-bit float encodings (exact values only) -------------------------------------
+
+inline uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The float16 or bfloat16 encoding of v. REQUIRES: v is exactly
+// representable and, for float16, zero or normal.
+inline uint16_t encodeHalfExact(DType d, double v) {
+  const float f = static_cast<float>(v);
+  CHILD_CHECK(static_cast<double>(f) == v, "value " << v << " is not a float32");
+  const uint32_t u = floatBits(f);
+  if (d == DType::kBFloat16) {
+    CHILD_CHECK((u & 0xFFFFu) == 0, "value " << v << " is not a bfloat16");
+    return static_cast<uint16_t>(u >> 16);
+  }
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const int e = static_cast<int>((u >> 23) & 0xFFu);
+  const uint32_t m = u & 0x7FFFFFu;
+  if (e == 0 && m == 0) return sign;
+  const int he = e - 127 + 15;
+  CHILD_CHECK(he >= 1 && he <= 30 && (m & 0x1FFFu) == 0, "value " << v << " is not a float16");
+  return static_cast<uint16_t>(sign | (he << 10) | (m >> 13));
+}
+
+inline double decodeHalf(DType d, uint16_t h) {
+  if (d == DType::kBFloat16) return bitsFloat(static_cast<uint32_t>(h) << 16);
+  const double sign = (h & 0x8000u) ? -1.0 : 1.0;
+  const int e = (h >> 10) & 0x1F;
+  const int m = h & 0x3FF;
+  if (e == 0) return sign * std::ldexp(m, -24);
+  if (e == 31) return m ? std::nan("") : sign * INFINITY;
+  return sign * std::ldexp(1024 + m, e - 25);
+}
+
+// ---- deterministic data -------------------------------------------------------------
+
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// What the data is for: a reduction op's exact domain, or raw bits.
+enum class Domain { kSum, kProd, kMin, kMax, kRaw };
+inline Domain domainOf(ReduceOp op) { return static_cast<Domain>(static_cast<int>(op)); }
+inline ReduceOp opOf(Domain d) { return static_cast<ReduceOp>(static_cast<int>(d)); }
+
+namespace detail {
+
+inline uint64_t elementHash(uint64_t salt, int rank, uint64_t i) {
+  return mix64(mix64(salt ^ (static_cast<uint64_t>(rank) << 48)) + i);
+}
+
+template <typename T>
+void put(void* base, size_t i, const T& v) {
+  std::memcpy(static_cast<uint8_t*>(base) + i * sizeof(T), &v, sizeof(T));
+}
+template <typename T>
+T get(const void* base, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const uint8_t*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+// Each codec: Store (the element's bytes), Acc (what the reference reduces
+// in), make (element from a hash), toAcc/fromAcc and combine.
+template <typename T>
+struct IntCodec {
+  using Store = T;
+  using Acc = T;
+  static T make(Domain d, uint64_t h) {
+    T v = static_cast<T>(h);
+    if (d == Domain::kProd && (h >> 61) != 0) v = static_cast<T>(v | T{1});
+    return v;
+  }
+  static Acc toAcc(Store s) { return s; }
+  static Store fromAcc(Acc a) { return a; }
+  static Acc combine(ReduceOp op, Acc a, Acc b) {
+    switch (op) {
+      case ReduceOp::kSum: return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+      case ReduceOp::kProd: return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+      case ReduceOp::kMin: return std::min(a, b);
+      case ReduceOp::kMax: return std::max(a, b);
+    }
+    return a;
+  }
+};
+
+struct BoolCodec {
+  using Store = uint8_t;
+  using Acc = uint8_t;
+  static uint8_t make(Domain d, uint64_t h) {
+    switch (d) {
+      case Domain::kRaw: return static_cast<uint8_t>(h);
+      case Domain::kProd:
+      case Domain::kMin: return (h % 8) != 0 ? 1 : 0;  // "and" stays interesting
+      default: return (h % 8) == 0 ? 1 : 0;           // "or" stays interesting
+    }
+  }
+  static Acc toAcc(Store s) { return s != 0 ? 1 : 0; }
+  static Store fromAcc(Acc a) { return a; }
+  static Acc combine(ReduceOp op, Acc a, Acc b) {
+    return (op == ReduceOp::kSum || op == ReduceOp::kMax) ? (a | b) : (a & b);
+  }
+};
+
+// Exact values for the floating types, by (format, domain).
+inline double exactFloatValue(DType dt, Domain d, uint64_t h) {
+  switch (d) {
+    case Domain::kSum: {
+      const int64_t range = dt == DType::kFloat64   ? (int64_t{1} << 40)
+                            : dt == DType::kFloat32 ? (int64_t{1} << 17)
+                            : dt == DType::kFloat16 ? 64
+                                                    : 16;
+      return static_cast<double>(static_cast<int64_t>(h % static_cast<uint64_t>(2 * range + 1)) - range);
+    }
+    case Domain::kProd: {
+      static constexpr double kValues[] = {1, -1, 2, -2, 0.5, -0.5};
+      return kValues[h % 6];
+    }
+    default: {
+      const int64_t k = dt == DType::kFloat16 ? 1000 : dt == DType::kBFloat16 ? 255 : (1 << 20);
+      return static_cast<double>(static_cast<int64_t>(h % static_cast<uint64_t>(2 * k + 1)) - k) / 4;
+    }
+  }
+}
+
+inline double refCombine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum: return a + b;
+    case ReduceOp::kProd: return a * b;
+    case ReduceOp::kMin: return b < a ? b : a;
+    case ReduceOp::kMax: return a < b ? b : a;
+  }
+  return a;
+}
+
+template <DType D>
+struct HalfCodec {
+  using Store = uint16_t;
+  using Acc = double;
+  static Store make(Domain d, uint64_t h) {
+    if (d == Domain::kRaw) return static_cast<uint16_t>(h);
+    return encodeHalfExact(D, exactFloatValue(D, d, h));
+  }
+  static Acc toAcc(Store s) { return decodeHalf(D, s); }
+  static Store fromAcc(Acc a) { return encodeHalfExact(D, a); }
+  static Acc combine(ReduceOp op, Acc a, Acc b) { return refCombine(op, a, b); }
+};
+
+template <typename F, DType D>
+struct FloatCodec {
+  using Store = F;
+  using Acc = double;
+  static Store make(Domain d, uint64_t h) {
+    if (d == Domain::kRaw) {
+      F f;
+      std::memcpy(&f, &h, sizeof(F));
+      return f;
+    }
+    return static_cast<F>(exactFloatValue(D, d, h));
+  }
+  static Acc toAcc(Store s) { return s; }
+  static Store fromAcc(Acc a) {
+    CHILD_CHECK(static_cast<double>(static_cast<F>(a)) == a, "inexact reference " << a);
+    return static_cast<F>(a);
+  }
+  static Acc combine(ReduceOp op, Acc a, Acc b) { return refCombine(op, a, b); }
+};
+
+template <typename F>
+struct Cplx {
+  F re;
+  F im;
+};
+
+template <typename F>
+struct ComplexCodec {
+  using Store = Cplx<F>;
+  using Acc = Cplx<double>;
+  static Store make(Domain d, uint64_t h) {
+    if (d == Domain::kRaw) {
+      Store s;
+      uint64_t h2 = mix64(h);
+      std::memcpy(&s.re, &h, sizeof(F));
+      std::memcpy(&s.im, &h2, sizeof(F));
+      return s;
+    }
+    if (d == Domain::kProd) {
+      static constexpr double kRe[] = {1, -1, 0, 0, 1, 1};
+      static constexpr double kIm[] = {0, 0, 1, -1, 1, -1};
+      return {static_cast<F>(kRe[h % 6]), static_cast<F>(kIm[h % 6])};
+    }
+    auto part = [](uint64_t x) { return static_cast<F>(static_cast<int64_t>(x % 2001) - 1000); };
+    return {part(h), part(h >> 32)};
+  }
+  static Acc toAcc(Store s) { return {s.re, s.im}; }
+  static Store fromAcc(Acc a) { return {static_cast<F>(a.re), static_cast<F>(a.im)}; }
+  static Acc combine(ReduceOp op, Acc a, Acc b) {
+    if (op == ReduceOp::kSum) return {a.re + b.re, a.im + b.im};
+    return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+  }
+};
+
+// Calls f(Codec{}) for dtype d.
+template <typename Fn>
+void withCodec(DType d, Fn&& f) {
+  switch (d) {
+    case DType::kBool: return f(BoolCodec{});
+    case DType::kInt8: return f(IntCodec<int8_t>{});
+    case DType::kUInt8: return f(IntCodec<uint8_t>{});
+    case DType::kInt16: return f(IntCodec<int16_t>{});
+    case DType::kUInt16: return f(IntCodec<uint16_t>{});
+    case DType::kInt32: return f(IntCodec<int32_t>{});
+    case DType::kUInt32: return f(IntCodec<uint32_t>{});
+    case DType::kInt64: return f(IntCodec<int64_t>{});
+    case DType::kUInt64: return f(IntCodec<uint64_t>{});
+    case DType::kFloat16: return f(HalfCodec<DType::kFloat16>{});
+    case DType::kBFloat16: return f(HalfCodec<DType::kBFloat16>{});
+    case DType::kFloat32: return f(FloatCodec<float, DType::kFloat32>{});
+    case DType::kFloat64: return f(FloatCodec<double, DType::kFloat64>{});
+    case DType::kComplex64: return f(ComplexCodec<float>{});
+    case DType::kComplex128: return f(ComplexCodec<double>{});
+  }
+}
+
+}  // namespace detail
+
+// Writes elements [first, first + n) of `rank`'s input for the call `salt`
+// into out (n elements of dtype d).
+inline void fillInput(DType d, Domain domain, uint64_t salt, int rank, size_t first, size_t n,
+                      void* out) {
+  detail::withCodec(d, [&](auto codec) {
+    using C = decltype(codec);
+    for (size_t i = 0; i < n; ++i) {
+      detail::put(out, i, C::make(domain, detail::elementHash(salt, rank, first + i)));
+    }
+  });
+}
+
+// Writes op over ranks `contributors` (in this order) of their inputs,
+// elements [first, first + n), into out.
+inline void fillReduced(DType d, ReduceOp op, uint64_t salt, const std::vector<int>& contributors,
+                        size_t first, size_t n, void* out) {
+  CHILD_CHECK(!contributors.empty());
+  const Domain domain = domainOf(op);
+  detail::withCodec(d, [&](auto codec) {
+    using C = decltype(codec);
+    for (size_t i = 0; i < n; ++i) {
+      auto acc = C::toAcc(C::make(domain, detail::elementHash(salt, contributors[0], first + i)));
+      for (size_t k = 1; k < contributors.size(); ++k) {
+        acc = C::combine(op, acc, C::toAcc(C::make(domain, detail::elementHash(salt, contributors[k], first + i))));
+      }
+      detail::put(out, i, C::fromAcc(acc));
+    }
+  });
+}
+
+inline std::vector<int> ranksUpTo(int p) {
+  std::vector<int> r(static_cast<size_t>(p));
+  for (int i = 0; i < p; ++i) r[static_cast<size_t>(i)] = i;
+  return r;
+}
+
+// A typed buffer of n elements as bytes, preset to a poison pattern so an
+// output the collective forgot to write is caught.
+struct Buffer {
+  DType dtype = DType::kUInt8;
+  int64_t numel = 0;
+  std::vector<uint8_t> bytes;
+
+  Buffer() = default;
+  Buffer(DType d, int64_t n, uint8_t poison = 0xA5)
+      : dtype(d), numel(n), bytes(static_cast<size_t>(n) * dtypeSize(d) + 1, poison) {}
+  // The extra trailing byte is a guard against writes past the end.
+  uint8_t* data() { return bytes.data(); }
+  TensorRef ref() { return TensorRef{bytes.data(), numel, dtype}; }
+  TensorRef ref(int64_t offset, int64_t n) {
+    return TensorRef{bytes.data() + static_cast<size_t>(offset) * dtypeSize(dtype), n, dtype};
+  }
+  size_t size() const { return static_cast<size_t>(numel) * dtypeSize(dtype); }
+};
+
+// Compares n elements bitwise; on a difference returns a description of the
+// first differing element (index and both byte strings), else "".
+inline std::string firstDifference(DType d, const void* got, const void* want, size_t n) {
+  const size_t es = dtypeSize(d);
+  if (n == 0 || std::memcmp(got, want, n * es) == 0) return "";
+  const auto* g = static_cast<const uint8_t*>(got);
+  const auto* w = static_cast<const uint8_t*>(want);
+  size_t bad = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::memcmp(g + i * es, w + i * es, es) != 0) {
+      if (count == 0) bad = i;
+      ++count;
+    }
+  }
+  std::ostringstream os;
+  os << count << " of " << n << " " << dtypeName(d) << " elements differ; first at [" << bad
+     << "]: got 0x";
+  char hex[4];
+  for (size_t b = es; b-- > 0;) {
+    std::snprintf(hex, sizeof(hex), "%02x", g[bad * es + b]);
+    os << hex;
+  }
+  os << " want 0x";
+  for (size_t b = es; b-- > 0;) {
+    std::snprintf(hex, sizeof(hex), "%02x", w[bad * es + b]);
+    os << hex;
+  }
+  return os.str();
+}
+
+// Runs f and returns what it threw: 0 nothing, else which error class, with
+// the message in *what.
+enum class Caught { kNone, kTimeout, kPeerLost, kMismatch, kAborted, kInvalidArgument, kOtherError, kOther };
+inline const char* caughtName(Caught c) {
+  switch (c) {
+    case Caught::kNone: return "no error";
+    case Caught::kTimeout: return "Timeout";
+    case Caught::kPeerLost: return "PeerLost";
+    case Caught::kMismatch: return "Mismatch";
+    case Caught::kAborted: return "Aborted";
+    case Caught::kInvalidArgument: return "InvalidArgument";
+    case Caught::kOtherError: return "another meshcomm::Error";
+    case Caught::kOther: return "a non-meshcomm exception";
+  }
+  return "?";
+}
+inline Caught catchError(const std::function<void()>& f, std::string* what = nullptr) {
+  try {
+    f();
+    return Caught::kNone;
+  } catch (const Timeout& e) {
+    if (what) *what = e.what();
+    return Caught::kTimeout;
+  } catch (const PeerLost& e) {
+    if (what) *what = e.what();
+    return Caught::kPeerLost;
+  } catch (const Mismatch& e) {
+    if (what) *what = e.what();
+    return Caught::kMismatch;
+  } catch (const Aborted& e) {
+    if (what) *what = e.what();
+    return Caught::kAborted;
+  } catch (const InvalidArgument& e) {
+    if (what) *what = e.what();
+    return Caught::kInvalidArgument;
+  } catch (const Error& e) {
+    if (what) *what = e.what();
+    return Caught::kOtherError;
+  } catch (const std::exception& e) {
+    if (what) *what = e.what();
+    return Caught::kOther;
+  }
+}
+
+// ---- starting P ranks ---------------------------------------------------------------
+
+struct JobOptions {
+  // The World's (and so the world group's) default operation timeout.
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  // Parent-side bound on the whole job; children still running are killed.
+  std::chrono::milliseconds bound{std::chrono::seconds(120)};
+  // Environment set in every child before World::init (MESHCOMM_ALGO_*, ...).
+  std::vector<std::pair<std::string, std::string>> env;
+  // How many ranks report in at the end (fault tests: the survivors); rank 0
+  // keeps the store up until then. 0 skips the final handshake (the store
+  // host itself is killed).
+  int expectDone = -1;  // -1: every rank
+};
+
+// What a rank's test body gets.
+struct RankEnv {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<TCPStore> store;  // the job's store (this rank's client)
+  std::shared_ptr<World> world;     // the body may reset it to destroy the World early
+  int fdsBeforeInit = -1;           // /proc/self/fd count just before World::init
+  int threadsBeforeInit = -1;       // /proc/self/task count just before World::init
+  PipeChannel* toChildren = nullptr;    // the parent posts here
+  PipeChannel* fromChildren = nullptr;  // children post here for the parent
+
+  ProcessGroup& pg() { return *world->worldGroup(); }
+};
+
+using RankBody = std::function<int(RankEnv&)>;
+
+// Store-based rendezvous between the ranks of a job outside of meshcomm's
+// collectives (used around fault injection and by the harness itself).
+// "harness/<name>/<leaf>", built by appending (GCC 12 warns falsely about
+// some inlined literal + std::string concatenations).
+inline std::string harnessKey(const std::string& name, const char* leaf) {
+  std::string k("harness/");
+  k += name;
+  k += '/';
+  k += leaf;
+  return k;
+}
+
+inline void storeBarrier(Store& store, const std::string& name, int count,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  if (store.add(harnessKey(name, "n"), 1) == count) store.set(harnessKey(name, "go"), std::string("1"));
+  store.wait({harnessKey(name, "go")}, timeout);
+}
+
+namespace detail {
+
+inline int runRank(int rank, int p, const JobOptions& o, PipeChannel& portPipe,
+                   PipeChannel& toChildren, PipeChannel& fromChildren, const RankBody& body) {
+  for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
+  RankEnv env;
+  env.rank = rank;
+  env.size = p;
+  env.toChildren = &toChildren;
+  env.fromChildren = &fromChildren;
+  TCPStoreOptions so;
+  so.host = "127.0.0.1";
+  so.timeout = std::chrono::seconds(30);
+  if (rank == 0) {
+    so.port = 0;
+    so.isServer = true;
+    so.worldSize = p;
+    so.waitForWorkers = false;
+    env.store = std::make_shared<TCPStore>(so);
+    if (p > 1) CHILD_CHECK(portPipe.post(env.store->port(), p - 1));
+  } else {
+    so.port = static_cast<uint16_t>(portPipe.receiveOrExit(std::chrono::seconds(30)));
+    env.store = std::make_shared<TCPStore>(so);
+  }
+  // Everyone's store client is connected before the baseline counts, so the
+  // server's accepted sockets (in rank 0) are part of the baseline.
+  storeBarrier(*env.store, "connected", p);
+  env.fdsBeforeInit = openFdCount();
+  env.threadsBeforeInit = threadCount();
+  InitOptions io;
+  io.store = env.store;
+  io.rank = rank;
+  io.worldSize = p;
+  io.timeout = o.timeout;
+  env.world = World::init(io);
+  CHILD_CHECK(env.world->rank() == rank && env.world->size() == p);
+  const int code = body(env);
+  env.world.reset();
+  const int expect = o.expectDone < 0 ? p : o.expectDone;
+  if (expect > 0) {
+    env.store->add("harness/done", 1);
+    if (rank == 0) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (env.store->add("harness/done", 0) < expect &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  }
+  return code;
+}
+
+}  // namespace detail
+
+// P ranks, forked at construction. The pipes exist before the fork, so the
+// parent and the children can talk through them.
+class WorldJob {
+ public:
+  WorldJob(int p, JobOptions options, RankBody body)
+      : p_(p),
+        options_(std::move(options)),
+        body_(std::move(body)),
+        children_(p, [this](int rank) {
+          return detail::runRank(rank, p_, options_, portPipe_, toChildren_, fromChildren_, body_);
+        }) {}
+
+  ChildGroup& children() { return children_; }
+  PipeChannel& toChildren() { return toChildren_; }
+  PipeChannel& fromChildren() { return fromChildren_; }
+  int size() const { return p_; }
+  std::vector<ChildStatus> wait() { return children_.waitAll(options_.bound); }
+
+ private:
+  int p_;
+  JobOptions options_;
+  RankBody body_;
+  PipeChannel portPipe_;
+  PipeChannel toChildren_;
+  PipeChannel fromChildren_;
+  ChildGroup children_;  // last: forks once everything above exists
+};
+
+// Runs body on P ranks and returns every rank's status.
+inline std::vector<ChildStatus> runWorld(int p, const JobOptions& options, const RankBody& body) {
+  WorldJob job(p, options, body);
+  return job.wait();
+}
+
+}  // namespace meshcomm::test

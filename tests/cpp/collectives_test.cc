@@ -1,0 +1,686 @@
+// Every collective on real multi-process jobs: each family x every dtype x
+// every op it supports x sizes {0, 1, 7, 1024, 1 MiB + a few elements} x
+// P in {1, 2, 3, 4, 5, 8}, with roots rotating over all ranks; the same
+// for the algorithms forced one by one (ring, recursive doubling, binomial
+// tree, chain, reduce-scatter + gather) with small pipeline chunks; many
+// operations in flight at once; and ranks that disagree about a
+// collective (Mismatch on every rank, promptly).
+//
+// One job per P runs the whole matrix inside its children (forking 8
+// ranks costs ~100 ms, so one job per combination would be far too slow).
+// Every check is bitwise against collective_harness.h's serial reference.
+//
+// Sizes: for allReduce, broadcast and reduce, n is the tensor's element
+// count. For the gather/scatter/all-to-all/reduce-scatter families it is
+// the per-rank block, except that the large size is split over the ranks
+// (block = n / P, made odd) so every rank moves about 1 MiB.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "collective_harness.h"
+
+namespace meshcomm {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Buffer;
+using test::Domain;
+using test::RankEnv;
+
+enum class Family {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kAllGatherInto,
+  kAllGatherUneven,
+  kReduceScatter,
+  kReduceScatterTensor,
+  kReduceScatterUneven,
+  kGather,
+  kGatherInto,
+  kScatter,
+  kScatterTensor,
+  kAllToAll,
+  kAllToAllSingle,
+  kAllToAllSingleCounts,
+};
+
+constexpr Family kAllFamilies[] = {
+    Family::kAllReduce,       Family::kBroadcast,           Family::kReduce,
+    Family::kAllGather,       Family::kAllGatherInto,       Family::kAllGatherUneven,
+    Family::kReduceScatter,   Family::kReduceScatterTensor, Family::kReduceScatterUneven,
+    Family::kGather,          Family::kGatherInto,          Family::kScatter,
+    Family::kScatterTensor,   Family::kAllToAll,            Family::kAllToAllSingle,
+    Family::kAllToAllSingleCounts};
+
+const char* familyName(Family f) {
+  switch (f) {
+    case Family::kAllReduce: return "allReduce";
+    case Family::kBroadcast: return "broadcast";
+    case Family::kReduce: return "reduce";
+    case Family::kAllGather: return "allGather";
+    case Family::kAllGatherInto: return "allGatherInto";
+    case Family::kAllGatherUneven: return "allGatherUneven";
+    case Family::kReduceScatter: return "reduceScatter";
+    case Family::kReduceScatterTensor: return "reduceScatterTensor";
+    case Family::kReduceScatterUneven: return "reduceScatterUneven";
+    case Family::kGather: return "gather";
+    case Family::kGatherInto: return "gatherInto";
+    case Family::kScatter: return "scatter";
+    case Family::kScatterTensor: return "scatterTensor";
+    case Family::kAllToAll: return "allToAll";
+    case Family::kAllToAllSingle: return "allToAllSingle";
+    case Family::kAllToAllSingleCounts: return "allToAllSingle(counts)";
+  }
+  return "?";
+}
+
+bool takesOp(Family f) {
+  return f == Family::kAllReduce || f == Family::kReduce || f == Family::kReduceScatter ||
+         f == Family::kReduceScatterTensor || f == Family::kReduceScatterUneven;
+}
+
+// 1 MiB of elements plus three (an odd count for every element size).
+int64_t largeCount(DType d) { return static_cast<int64_t>((size_t{1} << 20) / dtypeSize(d)) + 3; }
+
+// Per-rank block for the block-structured families.
+int64_t blockCount(int64_t n, bool large, int p) { return large ? (std::max<int64_t>(1, n / p) | 1) : n; }
+
+// Uneven split sizes: different per rank, one rank contributing nothing
+// when P > 2.
+std::vector<int64_t> unevenCounts(int64_t m, int p) {
+  std::vector<int64_t> c(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    c[static_cast<size_t>(r)] = (p > 2 && r == p - 1) ? 0 : std::max<int64_t>(0, m + (r % 3) - 1);
+  }
+  return c;
+}
+
+// Elements rank i sends rank j in the uneven all-to-alls: differs per pair.
+int64_t pairCount(int64_t m, int i, int j) {
+  if (m == 0) return 0;
+  return std::max<int64_t>(0, m + ((i * 3 + j * 5) % 7) - 3);
+}
+
+std::vector<int64_t> prefix(const std::vector<int64_t>& c) {
+  std::vector<int64_t> o(c.size() + 1, 0);
+  for (size_t i = 0; i < c.size(); ++i) o[i + 1] = o[i] + c[i];
+  return o;
+}
+
+struct MatrixSpec {
+  std::string label;
+  std::vector<Family> families;
+  bool withLarge = true;
+};
+
+// Runs the matrix inside one rank. Every rank runs the same loops, so the
+// sequence of collectives (and the salts) agree.
+class MatrixRunner {
+ public:
+  explicit MatrixRunner(RankEnv& env)
+      : env_(env), pg_(env.pg()), rank_(env.rank), p_(env.size), all_(test::ranksUpTo(env.size)) {}
+
+  void runAll(const MatrixSpec& spec) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<int64_t> smallSizes = {0, 1, 7, 1024};
+    for (int pass = 0; pass < (spec.withLarge ? 5 : 4); ++pass) {
+      const bool large = pass == 4;
+      for (DType d : test::kAllDTypes) {
+        const int64_t n = large ? largeCount(d) : smallSizes[static_cast<size_t>(pass)];
+        for (Family f : spec.families) {
+          if (takesOp(f)) {
+            for (ReduceOp op : test::kAllOps) {
+              if (!reduceOpSupports(op, d)) continue;
+              runOne(f, d, op, n, large);
+            }
+          } else {
+            runOne(f, d, ReduceOp::kSum, n, large);
+          }
+        }
+      }
+      checkBarrier();
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rank_ == 0) {
+      std::fprintf(stderr, "[%s P=%d] %d checks in %.2f s\n", spec.label.c_str(), p_, checks_, secs);
+    }
+  }
+
+  // A barrier is checked through the store: every rank counts itself in
+  // before entering, so after it every rank must see all P.
+  void checkBarrier() {
+    std::string key = "barrier/" + std::to_string(barriers_++);
+    env_.store->add(key, 1);
+    pg_.barrier(options())->wait();
+    const int64_t seen = env_.store->add(key, 0);
+    CHILD_CHECK(seen == p_, "barrier returned when only " << seen << " of " << p_ << " ranks had entered");
+    ++checks_;
+  }
+
+ private:
+  OpOptions options(ReduceOp op = ReduceOp::kSum, int root = 0) {
+    OpOptions o;
+    o.op = op;
+    o.root = root;
+    // Half the calls run synchronously on the calling thread, half go
+    // through the executor thread and Work::wait().
+    o.blocking = (checks_ % 2) == 0;
+    return o;
+  }
+
+  void finish(const WorkPtr& w) {
+    CHILD_CHECK(w != nullptr);
+    w->wait();
+    CHILD_CHECK(w->isCompleted() && !w->failed());
+  }
+
+  void expectSame(const char* what, DType d, const void* got, const void* want, size_t n) {
+    std::string diff = test::firstDifference(d, got, want, n);
+    CHILD_CHECK(diff.empty(), "rank " << rank_ << "/" << p_ << " " << ctx_ << " " << what << ": " << diff);
+  }
+
+  void expectGuard(const Buffer& b) {
+    CHILD_CHECK(b.bytes.back() == 0xA5, "rank " << rank_ << " " << ctx_ << ": wrote past the end");
+  }
+
+  Buffer input(DType d, Domain dom, int who, int64_t first, int64_t n) {
+    Buffer b(d, n);
+    test::fillInput(d, dom, salt_, who, static_cast<size_t>(first), static_cast<size_t>(n), b.data());
+    return b;
+  }
+
+  void expectInput(const char* what, const Buffer& got, size_t gotOffset, Domain dom, int who,
+                   int64_t first, int64_t n) {
+    Buffer want = input(got.dtype, dom, who, first, n);
+    expectSame(what, got.dtype, got.bytes.data() + gotOffset * dtypeSize(got.dtype), want.data(),
+               static_cast<size_t>(n));
+  }
+
+  void expectReduced(const char* what, const Buffer& got, size_t gotOffset, ReduceOp op,
+                     int64_t first, int64_t n) {
+    Buffer want(got.dtype, n);
+    test::fillReduced(got.dtype, op, salt_, all_, static_cast<size_t>(first), static_cast<size_t>(n),
+                      want.data());
+    expectSame(what, got.dtype, got.bytes.data() + gotOffset * dtypeSize(got.dtype), want.data(),
+               static_cast<size_t>(n));
+  }
+
+  void runOne(Family f, DType d, ReduceOp op, int64_t n, bool large) {
+    ++salt_;
+    const int root = static_cast<int>(salt_ % static_cast<uint64_t>(p_));
+    const Domain dom = takesOp(f) ? test::domainOf(op) : Domain::kRaw;
+    const int64_t m = blockCount(n, large, p_);
+    ctx_ = std::string(familyName(f)) + " " + dtypeName(d) + (takesOp(f) ? std::string(" ") + reduceOpName(op) : "") +
+           " n=" + std::to_string(n) + " root=" + std::to_string(root);
+    switch (f) {
+      case Family::kAllReduce: {
+        Buffer b = input(d, dom, rank_, 0, n);
+        finish(pg_.allReduce(b.ref(), options(op)));
+        expectReduced("result", b, 0, op, 0, n);
+        expectGuard(b);
+        break;
+      }
+      case Family::kBroadcast: {
+        Buffer b = rank_ == root ? input(d, dom, root, 0, n) : Buffer(d, n);
+        finish(pg_.broadcast(b.ref(), options(op, root)));
+        expectInput("result", b, 0, dom, root, 0, n);
+        expectGuard(b);
+        break;
+      }
+      case Family::kReduce: {
+        Buffer b = input(d, dom, rank_, 0, n);
+        finish(pg_.reduce(b.ref(), options(op, root)));
+        if (rank_ == root) {
+          expectReduced("root result", b, 0, op, 0, n);
+        } else {
+          expectInput("non-root buffer (must be untouched)", b, 0, dom, rank_, 0, n);
+        }
+        expectGuard(b);
+        break;
+      }
+      case Family::kAllGather: {
+        Buffer in = input(d, dom, rank_, 0, m);
+        std::vector<Buffer> outs;
+        std::vector<TensorRef> refs;
+        for (int r = 0; r < p_; ++r) outs.emplace_back(d, m);
+        for (auto& o : outs) refs.push_back(o.ref());
+        finish(pg_.allGather(refs, in.ref(), options()));
+        for (int r = 0; r < p_; ++r) {
+          expectInput("outputs[r]", outs[static_cast<size_t>(r)], 0, dom, r, 0, m);
+          expectGuard(outs[static_cast<size_t>(r)]);
+        }
+        break;
+      }
+      case Family::kAllGatherInto: {
+        Buffer in = input(d, dom, rank_, 0, m);
+        Buffer out(d, m * p_);
+        finish(pg_.allGatherInto(out.ref(), in.ref(), options()));
+        for (int r = 0; r < p_; ++r) expectInput("block r", out, static_cast<size_t>(r * m), dom, r, 0, m);
+        expectGuard(out);
+        break;
+      }
+      case Family::kAllGatherUneven: {
+        auto counts = unevenCounts(m, p_);
+        auto offs = prefix(counts);
+        Buffer in = input(d, dom, rank_, 0, counts[static_cast<size_t>(rank_)]);
+        Buffer out(d, offs.back());
+        finish(pg_.allGatherUneven(out.ref(), in.ref(), counts, options()));
+        for (int r = 0; r < p_; ++r) {
+          expectInput("block r", out, static_cast<size_t>(offs[static_cast<size_t>(r)]), dom, r, 0,
+                      counts[static_cast<size_t>(r)]);
+        }
+        expectGuard(out);
+        break;
+      }
+      case Family::kReduceScatter: {
+        std::vector<Buffer> ins;
+        std::vector<TensorRef> refs;
+        for (int j = 0; j < p_; ++j) ins.push_back(input(d, dom, rank_, j * m, m));
+        for (auto& b : ins) refs.push_back(b.ref());
+        Buffer out(d, m);
+        finish(pg_.reduceScatter(out.ref(), refs, options(op)));
+        expectReduced("result", out, 0, op, rank_ * m, m);
+        expectGuard(out);
+        for (int j = 0; j < p_; ++j) {
+          expectInput("input (must be untouched)", ins[static_cast<size_t>(j)], 0, dom, rank_, j * m, m);
+        }
+        break;
+      }
+      case Family::kReduceScatterTensor: {
+        Buffer in = input(d, dom, rank_, 0, m * p_);
+        Buffer out(d, m);
+        finish(pg_.reduceScatterTensor(out.ref(), in.ref(), options(op)));
+        expectReduced("result", out, 0, op, rank_ * m, m);
+        expectGuard(out);
+        expectInput("input (must be untouched)", in, 0, dom, rank_, 0, m * p_);
+        break;
+      }
+      case Family::kReduceScatterUneven: {
+        auto counts = unevenCounts(m, p_);
+        auto offs = prefix(counts);
+        Buffer in = input(d, dom, rank_, 0, offs.back());
+        Buffer out(d, counts[static_cast<size_t>(rank_)]);
+        finish(pg_.reduceScatterUneven(out.ref(), in.ref(), counts, options(op)));
+        expectReduced("result", out, 0, op, offs[static_cast<size_t>(rank_)], counts[static_cast<size_t>(rank_)]);
+        expectGuard(out);
+        break;
+      }
+      case Family::kGather: {
+        Buffer in = input(d, dom, rank_, 0, m);
+        std::vector<Buffer> outs;
+        std::vector<TensorRef> refs;
+        if (rank_ == root) {
+          for (int r = 0; r < p_; ++r) outs.emplace_back(d, m);
+          for (auto& o : outs) refs.push_back(o.ref());
+        }
+        finish(pg_.gather(refs, in.ref(), options(op, root)));
+        if (rank_ == root) {
+          for (int r = 0; r < p_; ++r) {
+            expectInput("outputs[r]", outs[static_cast<size_t>(r)], 0, dom, r, 0, m);
+            expectGuard(outs[static_cast<size_t>(r)]);
+          }
+        }
+        break;
+      }
+      case Family::kGatherInto: {
+        Buffer in = input(d, dom, rank_, 0, m);
+        Buffer out = rank_ == root ? Buffer(d, m * p_) : Buffer();
+        finish(pg_.gatherInto(rank_ == root ? out.ref() : TensorRef{}, in.ref(), options(op, root)));
+        if (rank_ == root) {
+          for (int r = 0; r < p_; ++r) expectInput("block r", out, static_cast<size_t>(r * m), dom, r, 0, m);
+          expectGuard(out);
+        }
+        break;
+      }
+      case Family::kScatter: {
+        std::vector<Buffer> ins;
+        std::vector<TensorRef> refs;
+        if (rank_ == root) {
+          for (int j = 0; j < p_; ++j) ins.push_back(input(d, dom, root, j * m, m));
+          for (auto& b : ins) refs.push_back(b.ref());
+        }
+        Buffer out(d, m);
+        finish(pg_.scatter(out.ref(), refs, options(op, root)));
+        expectInput("result", out, 0, dom, root, rank_ * m, m);
+        expectGuard(out);
+        break;
+      }
+      case Family::kScatterTensor: {
+        Buffer in = rank_ == root ? input(d, dom, root, 0, m * p_) : Buffer();
+        Buffer out(d, m);
+        finish(pg_.scatterTensor(out.ref(), rank_ == root ? in.ref() : TensorRef{}, options(op, root)));
+        expectInput("result", out, 0, dom, root, rank_ * m, m);
+        expectGuard(out);
+        break;
+      }
+      case Family::kAllToAll: {
+        // Rank i's conceptual input is the concatenation of its messages
+        // to ranks 0..P-1 (pairCount(m, i, j) elements each).
+        auto sendOffsets = [&](int i) {
+          std::vector<int64_t> c;
+          for (int j = 0; j < p_; ++j) c.push_back(pairCount(m, i, j));
+          return prefix(c);
+        };
+        auto mine = sendOffsets(rank_);
+        std::vector<Buffer> ins, outs;
+        std::vector<TensorRef> inRefs, outRefs;
+        for (int j = 0; j < p_; ++j) {
+          ins.push_back(input(d, dom, rank_, mine[static_cast<size_t>(j)], pairCount(m, rank_, j)));
+          outs.emplace_back(d, pairCount(m, j, rank_));
+        }
+        for (auto& b : ins) inRefs.push_back(b.ref());
+        for (auto& b : outs) outRefs.push_back(b.ref());
+        finish(pg_.allToAll(outRefs, inRefs, options()));
+        for (int i = 0; i < p_; ++i) {
+          auto theirs = sendOffsets(i);
+          expectInput("outputs[i]", outs[static_cast<size_t>(i)], 0, dom, i, theirs[static_cast<size_t>(rank_)],
+                      pairCount(m, i, rank_));
+          expectGuard(outs[static_cast<size_t>(i)]);
+        }
+        break;
+      }
+      case Family::kAllToAllSingle: {
+        Buffer in = input(d, dom, rank_, 0, m * p_);
+        Buffer out(d, m * p_);
+        finish(pg_.allToAllSingle(out.ref(), in.ref(), {}, {}, options()));
+        for (int i = 0; i < p_; ++i) {
+          expectInput("block i", out, static_cast<size_t>(i * m), dom, i, rank_ * m, m);
+        }
+        expectGuard(out);
+        break;
+      }
+      case Family::kAllToAllSingleCounts: {
+        std::vector<int64_t> sendCounts, recvCounts;
+        for (int j = 0; j < p_; ++j) {
+          sendCounts.push_back(pairCount(m, rank_, j));
+          recvCounts.push_back(pairCount(m, j, rank_));
+        }
+        auto sendOffs = prefix(sendCounts);
+        auto recvOffs = prefix(recvCounts);
+        Buffer in = input(d, dom, rank_, 0, sendOffs.back());
+        Buffer out(d, recvOffs.back());
+        finish(pg_.allToAllSingle(out.ref(), in.ref(), recvCounts, sendCounts, options()));
+        for (int i = 0; i < p_; ++i) {
+          std::vector<int64_t> theirCounts;
+          for (int j = 0; j < p_; ++j) theirCounts.push_back(pairCount(m, i, j));
+          auto theirOffs = prefix(theirCounts);
+          expectInput("block i", out, static_cast<size_t>(recvOffs[static_cast<size_t>(i)]), dom, i,
+                      theirOffs[static_cast<size_t>(rank_)], recvCounts[static_cast<size_t>(i)]);
+        }
+        expectGuard(out);
+        break;
+      }
+    }
+    ++checks_;
+  }
+
+  RankEnv& env_;
+  ProcessGroup& pg_;
+  const int rank_;
+  const int p_;
+  const std::vector<int> all_;
+  uint64_t salt_ = 0x5EED0000;
+  int checks_ = 0;
+  int barriers_ = 0;
+  std::string ctx_;
+};
+
+void runMatrixJob(int p, const MatrixSpec& spec, std::vector<std::pair<std::string, std::string>> env,
+                  std::chrono::milliseconds bound) {
+  test::JobOptions o;
+  o.env = std::move(env);
+  o.bound = bound;
+  auto statuses = test::runWorld(p, o, [&spec](RankEnv& e) {
+    MatrixRunner runner(e);
+    runner.runAll(spec);
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << spec.label << " P=" << p << "\n" << test::describeAll(statuses);
+}
+
+// ---- the full matrix, default algorithm choice -----------------------------------
+
+class CollMatrix : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollMatrix, EveryCollectiveDtypeOpAndSize) {
+  MatrixSpec spec{"auto", std::vector<Family>(std::begin(kAllFamilies), std::end(kAllFamilies)), true};
+  runMatrixJob(GetParam(), spec, {}, 150s);
+}
+
+INSTANTIATE_TEST_SUITE_P(P, CollMatrix, ::testing::Values(1, 2, 3, 4, 5, 8),
+                         [](const auto& info) { return "P" + std::to_string(info.param); });
+
+// ---- forced algorithms, small pipeline chunks --------------------------------------
+
+// Ring all-reduce, chain broadcast and reduce-scatter+gather reduce, with
+// 4 KiB chunks so a 1 MiB message is hundreds of pipelined chunks; the
+// reduce-scatter ring shares the chunking.
+class CollAlgoRingChain : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollAlgoRingChain, ForcedWithSmallChunks) {
+  MatrixSpec spec{"ring/chain/reduce_scatter_gather chunk=4096",
+                  {Family::kAllReduce, Family::kBroadcast, Family::kReduce, Family::kReduceScatterTensor,
+                   Family::kReduceScatterUneven},
+                  true};
+  runMatrixJob(GetParam(), spec,
+               {{"MESHCOMM_ALGO_ALLREDUCE", "ring"},
+                {"MESHCOMM_ALGO_BROADCAST", "chain"},
+                {"MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather"},
+                {"MESHCOMM_CHUNK_BYTES", "4096"}},
+               150s);
+}
+
+INSTANTIATE_TEST_SUITE_P(P, CollAlgoRingChain, ::testing::Values(2, 3, 4, 5, 8),
+                         [](const auto& info) { return "P" + std::to_string(info.param); });
+
+// Recursive doubling all-reduce (including the non-power-of-two fold-in),
+// binomial-tree broadcast and reduce, with a chunk size (6000 bytes) that is
+// not a multiple of every element size.
+class CollAlgoTree : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollAlgoTree, ForcedRecursiveDoublingAndBinomial) {
+  MatrixSpec spec{"recursive_doubling/binomial_tree chunk=6000",
+                  {Family::kAllReduce, Family::kBroadcast, Family::kReduce}, true};
+  runMatrixJob(GetParam(), spec,
+               {{"MESHCOMM_ALGO_ALLREDUCE", "recursive_doubling"},
+                {"MESHCOMM_ALGO_BROADCAST", "binomial_tree"},
+                {"MESHCOMM_ALGO_REDUCE", "binomial_tree"},
+                {"MESHCOMM_CHUNK_BYTES", "6000"}},
+               150s);
+}
+
+INSTANTIATE_TEST_SUITE_P(P, CollAlgoTree, ::testing::Values(2, 3, 5, 6, 8),
+                         [](const auto& info) { return "P" + std::to_string(info.param); });
+
+// ---- many operations in flight -----------------------------------------------------
+
+// 16 all-reduces (different dtypes, ops and sizes) issued without waiting,
+// plus a broadcast and an all-gather among them, then waited for in a
+// scrambled order; every result must be right.
+TEST(CollAsync, SixteenAllReducesInFlightWaitedOutOfOrder) {
+  for (int p : {4, 8}) {
+    test::JobOptions o;
+    o.bound = 60s;
+    auto statuses = test::runWorld(p, o, [](RankEnv& e) {
+      ProcessGroup& pg = e.pg();
+      const auto all = test::ranksUpTo(e.size);
+      for (int round = 0; round < 3; ++round) {
+        struct Item {
+          DType d;
+          ReduceOp op;
+          int64_t n;
+          uint64_t salt;
+          Buffer buf;
+          WorkPtr work;
+        };
+        std::vector<Item> items;
+        for (int k = 0; k < 16; ++k) {
+          DType d = test::kAllDTypes[static_cast<size_t>(k * 7 + round) % 13];
+          ReduceOp op = test::kAllOps[static_cast<size_t>(k + round) % 4];
+          int64_t n = (k % 4 == 3) ? 70001 : 1 + k * 37;  // some large enough for the ring
+          uint64_t salt = 1000 + static_cast<uint64_t>(round * 100 + k);
+          items.push_back(Item{d, op, n, salt, Buffer(d, n), nullptr});
+          test::fillInput(d, test::domainOf(op), salt, e.rank, 0, static_cast<size_t>(n), items.back().buf.data());
+        }
+        // A broadcast and an all-gather queued in the middle of them.
+        Buffer bc(DType::kFloat64, 5000);
+        if (e.rank == 1) test::fillInput(DType::kFloat64, Domain::kRaw, 77, 1, 0, 5000, bc.data());
+        Buffer agIn(DType::kInt32, 333);
+        test::fillInput(DType::kInt32, Domain::kRaw, 78, e.rank, 0, 333, agIn.data());
+        Buffer agOut(DType::kInt32, 333 * e.size);
+        WorkPtr bcWork, agWork;
+        for (size_t k = 0; k < items.size(); ++k) {
+          OpOptions opt;
+          opt.op = items[k].op;
+          items[k].work = pg.allReduce(items[k].buf.ref(), opt);
+          if (k == 5) {
+            OpOptions b;
+            b.root = 1;
+            bcWork = pg.broadcast(bc.ref(), b);
+          }
+          if (k == 9) agWork = pg.allGatherInto(agOut.ref(), agIn.ref());
+        }
+        // Wait in a scrambled order: last first, then odd, then even.
+        std::vector<size_t> order;
+        order.push_back(15);
+        for (size_t k = 1; k < 15; k += 2) order.push_back(k);
+        for (size_t k = 0; k < 15; k += 2) order.push_back(k);
+        agWork->wait();
+        for (size_t k : order) {
+          Item& it = items[k];
+          CHILD_CHECK(it.work->wait(30s), "allReduce #" << k << " did not finish");
+          CHILD_CHECK(!it.work->failed());
+          Buffer want(it.d, it.n);
+          test::fillReduced(it.d, it.op, it.salt, all, 0, static_cast<size_t>(it.n), want.data());
+          std::string diff = test::firstDifference(it.d, it.buf.data(), want.data(), static_cast<size_t>(it.n));
+          CHILD_CHECK(diff.empty(), "in-flight allReduce #" << k << " " << dtypeName(it.d) << " "
+                                                            << reduceOpName(it.op) << ": " << diff);
+        }
+        bcWork->wait();
+        Buffer bcWant(DType::kFloat64, 5000);
+        test::fillInput(DType::kFloat64, Domain::kRaw, 77, 1, 0, 5000, bcWant.data());
+        CHILD_CHECK(test::firstDifference(DType::kFloat64, bc.data(), bcWant.data(), 5000).empty());
+        for (int r = 0; r < e.size; ++r) {
+          Buffer w(DType::kInt32, 333);
+          test::fillInput(DType::kInt32, Domain::kRaw, 78, r, 0, 333, w.data());
+          CHILD_CHECK(test::firstDifference(DType::kInt32, agOut.data() + r * 333 * 4, w.data(), 333).empty());
+        }
+        // Every Work stays completed and can be waited on again.
+        for (auto& it : items) CHILD_CHECK(it.work->isCompleted() && it.work->wait(0ms));
+      }
+      return test::kExitOk;
+    });
+    EXPECT_TRUE(test::allOk(statuses)) << "P=" << p << "\n" << test::describeAll(statuses);
+  }
+}
+
+// The same buffers reused by consecutive asynchronous operations issued
+// from two threads of one rank: the operations of a group run in issue
+// order, so a chain of in-place all-reduces on one buffer is exact.
+TEST(CollAsync, ChainedInPlaceOperationsKeepIssueOrder) {
+  test::JobOptions o;
+  o.bound = 60s;
+  auto statuses = test::runWorld(3, o, [](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    // x starts at rank+1; after k sum all-reduces it is (sum of rank+1) * P^(k-1).
+    std::vector<int64_t> x(1000, e.rank + 1);
+    std::vector<WorkPtr> works;
+    for (int k = 0; k < 10; ++k) works.push_back(pg.allReduce(TensorRef{x.data(), 1000, DType::kInt64}));
+    for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait();
+    int64_t want = 6;  // 1 + 2 + 3
+    for (int k = 1; k < 10; ++k) want *= 3;
+    for (int64_t v : x) CHILD_CHECK(v == want, "got " << v << " want " << want);
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
+}
+
+// ---- ranks that disagree -------------------------------------------------------------
+
+struct MismatchCase {
+  const char* name;
+  // The call each rank makes; `odd` marks the rank that disagrees.
+  std::function<WorkPtr(ProcessGroup&, bool odd, std::vector<uint8_t>& storage)> call;
+};
+
+void runMismatch(int p, int oddRank, const MismatchCase& c) {
+  test::JobOptions o;
+  o.bound = 40s;
+  o.timeout = 30s;  // far above the bound checked below, so a Timeout cannot pass for a Mismatch
+  auto statuses = test::runWorld(p, o, [&](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    // A correct collective first, so connections exist for some pairs.
+    int32_t warm = 1;
+    pg.allReduce(TensorRef{&warm, 1, DType::kInt32})->wait();
+    CHILD_CHECK(warm == e.size);
+    std::vector<uint8_t> storage;
+    std::string what;
+    const uint64_t t0 = test::monoNowNs();
+    test::Caught got = test::catchError([&] { c.call(pg, e.rank == oddRank, storage)->wait(); }, &what);
+    const double ms = test::msBetween(t0, test::monoNowNs());
+    CHILD_CHECK(got == test::Caught::kMismatch, c.name << ": rank " << e.rank << " got " << test::caughtName(got)
+                                                       << " (" << what << ")");
+    CHILD_CHECK(ms < 5000, c.name << ": rank " << e.rank << " took " << ms << " ms to fail");
+    CHILD_CHECK(what.find("not running the same operation") != std::string::npos,
+                c.name << ": unclear message on rank " << e.rank << ": " << what);
+    // The group is broken now: the next call fails at once.
+    const uint64_t t1 = test::monoNowNs();
+    test::Caught again = test::catchError([&] { pg.barrier()->wait(); });
+    CHILD_CHECK(again == test::Caught::kMismatch, "after the mismatch: " << test::caughtName(again));
+    CHILD_CHECK(test::msBetween(t1, test::monoNowNs()) < 500);
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << c.name << " P=" << p << "\n" << test::describeAll(statuses);
+}
+
+std::vector<MismatchCase> mismatchCases() {
+  auto tensor = [](std::vector<uint8_t>& s, DType d, int64_t n) {
+    s.assign(static_cast<size_t>(n) * dtypeSize(d), 1);
+    return TensorRef{s.data(), n, d};
+  };
+  return {
+      {"allReduce count", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         return pg.allReduce(tensor(s, DType::kFloat32, odd ? 1001 : 1000));
+       }},
+      {"allReduce large count", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         return pg.allReduce(tensor(s, DType::kFloat32, odd ? 300001 : 300000));
+       }},
+      {"allReduce dtype", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         return pg.allReduce(tensor(s, odd ? DType::kInt32 : DType::kFloat32, 64));
+       }},
+      {"allReduce op", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         OpOptions o;
+         o.op = odd ? ReduceOp::kMax : ReduceOp::kSum;
+         return pg.allReduce(tensor(s, DType::kFloat32, 64), o);
+       }},
+      {"broadcast count", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         return pg.broadcast(tensor(s, DType::kUInt8, odd ? 10 : 12));
+       }},
+      {"allReduce vs allGather", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         if (!odd) return pg.allReduce(tensor(s, DType::kInt64, 8));
+         s.assign(8 * 8 * static_cast<size_t>(pg.size()), 0);
+         static std::vector<int64_t> in(8, 1);
+         return pg.allGatherInto(TensorRef{s.data(), 8 * pg.size(), DType::kInt64},
+                                 TensorRef{in.data(), 8, DType::kInt64});
+       }},
+  };
+}
+
+TEST(CollMismatch, EveryRankFailsPromptly) {
+  for (const auto& c : mismatchCases()) {
+    runMismatch(2, 1, c);
+    runMismatch(4, 2, c);
+  }
+  runMismatch(8, 5, mismatchCases()[0]);
+}
+
+}  // namespace
+}  // namespace meshcomm

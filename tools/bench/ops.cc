@@ -1,0 +1,238 @@
+#include "ops.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace meshcomm::bench {
+namespace {
+
+constexpr size_t kAlignment = 4096;
+constexpr size_t kSlotAlignment = 64;  // a cache line: slots never share one
+constexpr size_t kCoverBytes = size_t{64} << 20;
+constexpr size_t kMaxTotalBytes = size_t{256} << 20;
+constexpr int kMinSlots = 4;
+
+size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+}  // namespace
+
+const std::vector<CollectiveInfo>& allCollectives() {
+  static const std::vector<CollectiveInfo> kAll = {
+      {Collective::kAllReduce, "all_reduce", true, false, true, 1},
+      {Collective::kBroadcast, "broadcast", false, true, true, 1},
+      {Collective::kReduce, "reduce", true, true, true, 1},
+      {Collective::kAllGather, "all_gather", false, false, false, 1},
+      {Collective::kReduceScatter, "reduce_scatter", true, false, false, 1},
+      {Collective::kAllToAll, "all_to_all", false, false, false, 1},
+      {Collective::kGather, "gather", false, true, false, 1},
+      {Collective::kScatter, "scatter", false, true, false, 1},
+      {Collective::kBarrier, "barrier", false, false, false, 1},
+      {Collective::kSendRecv, "sendrecv", false, false, false, 2},
+  };
+  return kAll;
+}
+
+const CollectiveInfo* findCollective(std::string_view name) {
+  for (const auto& c : allCollectives()) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+Shape shapeFor(const CollectiveInfo& info, uint64_t bytes, DType dtype, int nranks, int rank,
+               int root) {
+  const auto w = static_cast<int64_t>(dtypeSize(dtype));
+  const int64_t count = static_cast<int64_t>(bytes) / w;
+  const int64_t n = nranks;
+  const int64_t block = count / n;
+  const double share = static_cast<double>(n - 1) / static_cast<double>(n);
+  Shape s;
+  switch (info.id) {
+    case Collective::kAllReduce:
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+    case Collective::kSendRecv:
+      s.sendCount = s.recvCount = s.paramCount = count;
+      s.algBytes = static_cast<double>(count * w);
+      s.busFactor = info.id == Collective::kAllReduce ? 2.0 * share : 1.0;
+      break;
+    case Collective::kAllGather:
+      s.sendCount = block;
+      s.recvCount = block * n;
+      break;
+    case Collective::kReduceScatter:
+      s.sendCount = block * n;
+      s.recvCount = block;
+      break;
+    case Collective::kAllToAll:
+      s.sendCount = s.recvCount = block * n;
+      break;
+    case Collective::kGather:
+      s.sendCount = block;
+      s.recvCount = block * n;
+      break;
+    case Collective::kScatter:
+      s.sendCount = block * n;
+      s.recvCount = block;
+      break;
+    case Collective::kBarrier:
+      return s;
+  }
+  if (info.id != Collective::kAllReduce && info.id != Collective::kBroadcast &&
+      info.id != Collective::kReduce && info.id != Collective::kSendRecv) {
+    // The block collectives: the count is one block, the bandwidth counts
+    // all n blocks.
+    s.paramCount = block;
+    s.algBytes = static_cast<double>(block * n * w);
+    s.busFactor = share;
+  }
+  s.printedBytes = static_cast<uint64_t>(std::max(s.sendCount, s.recvCount) * w);
+  // Buffers that exist only at the root are not allocated elsewhere.
+  if (info.id == Collective::kGather && rank != root) s.recvCount = 0;
+  if (info.id == Collective::kScatter && rank != root) s.sendCount = 0;
+  return s;
+}
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
+  if (bytes == 0) return;
+  void* p = std::aligned_alloc(kAlignment, roundUp(bytes, kAlignment));
+  if (p == nullptr) throw std::bad_alloc();
+  data_.reset(static_cast<std::byte*>(p));
+}
+
+void AlignedBuffer::Free::operator()(std::byte* p) const { std::free(p); }
+
+int defaultSlotCount(size_t slotBytes) {
+  if (slotBytes == 0) return 1;
+  size_t cover = (kCoverBytes + slotBytes - 1) / slotBytes;
+  size_t slots = std::max<size_t>(cover, kMinSlots);
+  slots = std::min(slots, std::max<size_t>(1, kMaxTotalBytes / slotBytes));
+  return static_cast<int>(std::min<size_t>(slots, 1 << 24));
+}
+
+Slots::Slots(const Shape& shape, DType dtype, bool inPlace, int count)
+    : dtype_(dtype),
+      count_(count),
+      inPlace_(inPlace),
+      sendCount_(shape.sendCount),
+      recvCount_(inPlace ? shape.sendCount : shape.recvCount) {
+  const size_t w = dtypeSize(dtype);
+  sendStride_ = roundUp(static_cast<size_t>(sendCount_) * w, kSlotAlignment);
+  send_ = AlignedBuffer(sendStride_ * static_cast<size_t>(count));
+  if (!inPlace_) {
+    recvStride_ = roundUp(static_cast<size_t>(recvCount_) * w, kSlotAlignment);
+    recv_ = AlignedBuffer(recvStride_ * static_cast<size_t>(count));
+  }
+}
+
+TensorRef Slots::at(const AlignedBuffer& buf, int64_t numel, int slot) const {
+  TensorRef t;
+  t.dtype = dtype_;
+  t.numel = numel;
+  if (numel > 0) {
+    size_t stride = &buf == &send_ ? sendStride_ : recvStride_;
+    t.data = buf.data() + stride * static_cast<size_t>(slot);
+  }
+  return t;
+}
+
+TensorRef Slots::input(int slot) const { return at(send_, sendCount_, slot); }
+
+TensorRef Slots::output(int slot) const {
+  return inPlace_ ? at(send_, sendCount_, slot) : at(recv_, recvCount_, slot);
+}
+
+void Slots::fillAll(ValueClass cls, int rank) {
+  TensorRef first = input(0);
+  fillValues(first, cls, rank, 0);
+  for (int k = 1; k < count_; ++k) {
+    TensorRef t = input(k);
+    if (t.bytes() > 0) std::memcpy(t.data, first.data, t.bytes());
+  }
+  if (!inPlace_ && recv_.size() > 0) std::memset(recv_.data(), 0, recv_.size());
+}
+
+WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slots, int slot,
+              const OpOptions& options) {
+  TensorRef in = slots.input(slot);
+  TensorRef out = slots.output(slot);
+  switch (info.id) {
+    case Collective::kAllReduce: return group.allReduce(in, options);
+    case Collective::kBroadcast: return group.broadcast(in, options);
+    case Collective::kReduce: return group.reduce(in, options);
+    case Collective::kAllGather: return group.allGatherInto(out, in, options);
+    case Collective::kReduceScatter: return group.reduceScatterTensor(out, in, options);
+    case Collective::kAllToAll: return group.allToAllSingle(out, in, {}, {}, options);
+    case Collective::kGather: return group.gatherInto(out, in, options);
+    case Collective::kScatter: return group.scatterTensor(out, in, options);
+    case Collective::kBarrier: return group.barrier(options);
+    case Collective::kSendRecv: {
+      const int n = group.size();
+      const int r = group.rank();
+      std::vector<P2POp> ops = {
+          {P2POp::Kind::kSend, in, (r + 1) % n, options.tag},
+          {P2POp::Kind::kRecv, out, (r + n - 1) % n, options.tag},
+      };
+      return group.batchSendRecv(ops, options);
+    }
+  }
+  return nullptr;
+}
+
+void prepareCheck(const CollectiveInfo& info, Slots& slots, ValueClass cls, int rank, int root) {
+  TensorRef in = slots.input(0);
+  TensorRef out = slots.output(0);
+  if (info.id == Collective::kBroadcast && rank != root) {
+    poison(in);  // only the root's data may arrive
+    return;
+  }
+  fillValues(in, cls, rank, 0);
+  if (!info.inPlace) poison(out);
+}
+
+CheckResult verify(const CollectiveInfo& info, const Slots& slots, ValueClass cls, ReduceOp op,
+                   int rank, int nranks, int root) {
+  TensorRef out = slots.output(0);
+  CheckResult result;
+  // Block b of an n-block buffer, as its own tensor.
+  auto blockOf = [](TensorRef t, int64_t block, int b) {
+    TensorRef part = t;
+    part.numel = block;
+    part.data = static_cast<std::byte*>(t.data) + static_cast<size_t>(b * block) * dtypeSize(t.dtype);
+    return part;
+  };
+  const int64_t block = out.numel / std::max(1, nranks);
+  switch (info.id) {
+    case Collective::kAllReduce:
+      return expectReduced(out, cls, op, nranks, 0);
+    case Collective::kBroadcast:
+      return expectValues(out, cls, root, 0);
+    case Collective::kReduce:
+      // Non-roots must still hold their own input.
+      return rank == root ? expectReduced(out, cls, op, nranks, 0)
+                          : expectValues(out, cls, rank, 0);
+    case Collective::kAllGather:
+    case Collective::kGather:
+      if (info.id == Collective::kGather && rank != root) return result;
+      for (int j = 0; j < nranks; ++j) result.merge(expectValues(blockOf(out, block, j), cls, j, 0));
+      return result;
+    case Collective::kReduceScatter:
+      return expectReduced(out, cls, op, nranks, rank * out.numel);
+    case Collective::kAllToAll:
+      for (int j = 0; j < nranks; ++j) {
+        result.merge(expectValues(blockOf(out, block, j), cls, j, rank * block));
+      }
+      return result;
+    case Collective::kScatter:
+      return expectValues(out, cls, root, rank * out.numel);
+    case Collective::kSendRecv:
+      return expectValues(out, cls, (rank + nranks - 1) % nranks, 0);
+    case Collective::kBarrier:
+      return result;
+  }
+  return result;
+}
+
+}  // namespace meshcomm::bench
