@@ -325,14 +325,14 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     so.timeout = w->timeout;
     w->userStore = std::make_shared<TCPStore>(so);
     w->hostsStore = rank == 0;
-    if (rank == 0) storeHost = "127.0.0.1";
   }
   std::shared_ptr<Store> runtimeStore = w->userStore;
   if (!storeHost.empty()) {
     // A connection of the runtime's own: it carries the liveness
-    // registration and never queues behind the user's store calls.
+    // registration and never queues behind the user's store calls. The
+    // rank hosting the store reaches it over loopback.
     TCPStoreOptions so;
-    so.host = storeHost;
+    so.host = w->hostsStore ? "127.0.0.1" : storeHost;
     so.port = storePort;
     so.timeout = w->timeout;
     w->liveStore = std::make_shared<TCPStore>(so);
