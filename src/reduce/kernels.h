@@ -4,8 +4,8 @@
 // reduce_avx512.cc defines MESHCOMM_REDUCE_NS (scalar, avx2, avx512) and
 // includes this file exactly once, under that file's target flags (see the
 // CMakeLists.txt block after the source glob). The level-specific pieces are
-// selected by the compiler's own macros (__AVX512F__, __F16C__), so the same
-// text yields a scalar, an AVX2 and an AVX-512 build.
+// selected by the compiler's own macros (__AVX512F__, __AVX2__, __F16C__), so
+// the same text yields a scalar, an AVX2 and an AVX-512 build.
 //
 // Why everything sits in meshcomm::reduce::<level> and an unnamed namespace:
 // inline functions and template instances are emitted as weak symbols, and
@@ -13,16 +13,23 @@
 // levels, a copy compiled with -mavx512f could end up serving the scalar
 // path and crash a CPU without AVX-512. For the same reason this file calls
 // no standard-library function templates (std::min, std::bit_cast, ...):
-// only builtins, intrinsics, operators and functions defined here.
+// only builtins, intrinsics, operators and functions defined here. The only
+// external symbol of each level is its kernelTable().
 //
-// Shape of every kernel: the output is processed in blocks of kBlockBytes;
-// each block is reduced across all inputs (two inputs per pass over the
-// block, so the block stays in L1) before the next block starts. Inner loops
-// run in chunks of kChunk elements with a fixed trip count plus a scalar
-// tail, which GCC vectorizes at -O2 (whose cheap cost model refuses loops of
-// unknown trip count) as well as at -O3. Pointers are __restrict__ so no
-// alias checks are needed; the case out == inputs[0] is handled by the
-// separate accumulate* loops rather than by aliasing restrict pointers.
+// Shape of every kernel: the output is processed in blocks (kBlockBytes, or
+// kHalfBlock float32 accumulators for the 16-bit types); each block is
+// reduced across all inputs, two inputs per pass over the block so that it
+// stays in L1, before the next block starts. Inputs are folded left to
+// right, never reassociated, so all levels produce the same bits.
+//
+// Most loops are plain C++ left to the vectorizer: they run in chunks of
+// kChunk elements with a fixed trip count plus a scalar tail, which GCC
+// vectorizes at -O2 (whose cheap cost model refuses loops of unknown trip
+// count) as well as at -O3. Pointers are __restrict__ so no alias checks are
+// needed; out == inputs[0] goes through the separate accumulate* loops
+// rather than through aliasing restrict pointers. Intrinsics are used where
+// the vectorizer falls short: float16 conversion (F16C / AVX-512), bfloat16
+// packing, and the complex product.
 //
 // Thread-safety: the kernels are pure functions of their arguments.
 #pragma once
@@ -37,7 +44,7 @@
 #include <type_traits>
 #include <utility>
 
-#if defined(__F16C__) || defined(__AVX512F__)
+#if defined(__AVX2__) || defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -280,8 +287,7 @@ void complexMul(Complex<R>* out, const Complex<R>* a, const Complex<R>* b, size_
 // Same block structure as reduceDirect, one input per pass.
 // REQUIRES: numInputs >= 2.
 template <typename R>
-void reduceComplexProd(Complex<R>* out, const void* const* inputs, size_t numInputs,
-                       size_t count) {
+void reduceComplexProd(Complex<R>* out, const void* const* inputs, size_t numInputs, size_t count) {
   auto in = [inputs](size_t k) { return static_cast<const Complex<R>*>(inputs[k]); };
   constexpr size_t kBlock = kBlockBytes / sizeof(Complex<R>);
   for (size_t start = 0; start < count; start += kBlock) {
@@ -413,21 +419,54 @@ void narrowF16(uint16_t* __restrict__ out, const float* __restrict__ in, size_t 
   for (; i < n; ++i) out[i] = floatToF16(in[i]);
 }
 
-// bfloat16 needs only integer shifts and adds, which the vectorizer handles
-// from the scalar routines at every level.
+// bfloat16 needs only integer shifts and adds (floatToBf16's recipe). The
+// vectorizer handles the scalar routines, but its packing of 32-bit lanes
+// into 16-bit ones costs several times the explicit code below. The AVX-512
+// level uses these 256-bit loops too: GCC 12's unmasked 512-bit integer
+// intrinsics trip -Wmaybe-uninitialized in its own headers, and L1 bandwidth,
+// not vector width, bounds these loops.
 void widenBf16(float* __restrict__ out, const uint16_t* __restrict__ in, size_t n) {
   size_t i = 0;
+#if defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+#else
   for (; i + kChunk <= n; i += kChunk) {
     for (size_t j = i; j < i + kChunk; ++j) out[j] = bf16ToFloat(in[j]);
   }
+#endif
   for (; i < n; ++i) out[i] = bf16ToFloat(in[i]);
 }
 
 void narrowBf16(uint16_t* __restrict__ out, const float* __restrict__ in, size_t n) {
   size_t i = 0;
+#if defined(__AVX2__)
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+  const __m256i absMask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  auto round = [&](__m256i u) {
+    const __m256i hi = _mm256_srli_epi32(u, 16);
+    const __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(hi, one))), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absMask), inf);
+    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+  };
+  for (; i + 16 <= n; i += 16) {
+    const __m256i lo = round(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
+    const __m256i hi = round(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)));
+    // Lanes hold values <= 0xFFFF, so the saturating pack is exact; it packs
+    // within 128-bit halves, hence the qword permute.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
+  }
+#else
   for (; i + kChunk <= n; i += kChunk) {
     for (size_t j = i; j < i + kChunk; ++j) out[j] = floatToBf16(in[j]);
   }
+#endif
   for (; i < n; ++i) out[i] = floatToBf16(in[i]);
 }
 

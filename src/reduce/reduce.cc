@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "common/env.h"
 #include "common/logging.h"
 #include "meshcomm/error.h"
@@ -17,13 +21,23 @@ namespace {
 
 constexpr const char* kIsaNames[kNumIsaLevels] = {"scalar", "avx2", "avx512"};
 
+#if defined(__x86_64__) || defined(__i386__)
+// F16C is CPUID.1:ECX bit 29. Read directly because clang's
+// __builtin_cpu_supports does not know "f16c"; the OS support it needs (YMM
+// state) is the same as AVX2's, which __builtin_cpu_supports checks.
+bool cpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+#endif
+
 bool detectCpu(IsaLevel level) {
 #if defined(__x86_64__) || defined(__i386__)
-  // libgcc's CPU model also checks XCR0, so a feature whose register state
-  // the OS does not save (AVX-512 under some hypervisors) reads as absent.
+  // The compiler runtime's CPU model also checks XCR0, so a feature whose
+  // register state the OS does not save (AVX-512 under some hypervisors)
+  // reads as absent.
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuHasF16c();
   switch (level) {
     case IsaLevel::kScalar:
       return true;
@@ -31,7 +45,7 @@ bool detectCpu(IsaLevel level) {
       return avx2;
     case IsaLevel::kAvx512:
       return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl");
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   }
   return false;
 #else

@@ -39,7 +39,7 @@ namespace meshcomm::reduce {
 enum class IsaLevel : uint8_t {
   kScalar,  // baseline x86-64 (SSE2) or whatever the target's baseline is
   kAvx2,    // AVX2 + FMA + F16C
-  kAvx512,  // AVX-512 F/BW/VL (+ AVX2, FMA, F16C)
+  kAvx512,  // AVX-512 F/BW/VL/DQ (+ AVX2, FMA, F16C)
 };
 inline constexpr int kNumIsaLevels = 3;
 

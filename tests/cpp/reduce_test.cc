@@ -20,7 +20,7 @@
 namespace meshcomm::reduce {
 namespace {
 
-using namespace reference;  // NOLINT: the test speaks in reference terms throughout
+using namespace reference;  // the helpers of reduce_reference.h
 
 // Bytes at a chosen offset from a 64-byte boundary, fenced by guard bytes
 // that the kernels must leave alone.
