@@ -46,8 +46,10 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
   std::unique_lock<std::mutex> lock(mu_);
   if (blocking && queue_.empty() && !running_) {
     running_ = true;
+    bool backgroundBusy = hasInFlight_;
     lock.unlock();
-    wake();  // let background progress hand over the engine promptly
+    // Only background progress can hold the engine now; ask it to hand over.
+    if (backgroundBusy) wake();
     {
       std::lock_guard<std::mutex> engine(engineMu_);
       Task task{work, std::move(body)};
@@ -55,8 +57,9 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
     }
     lock.lock();
     running_ = false;
+    bool wakeExecutor = hasInFlight_ || !queue_.empty() || stop_;
     lock.unlock();
-    cv_.notify_all();
+    if (wakeExecutor) cv_.notify_all();
     return work;
   }
   queue_.push_back(Task{work, std::move(body)});

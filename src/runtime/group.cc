@@ -1,5 +1,7 @@
 #include "runtime/group.h"
 
+#include <set>
+
 #include "collectives/opcode.h"
 
 namespace meshcomm {
@@ -53,7 +55,16 @@ WorkPtr GroupImpl::runPointToPoint(
           transport_->wait(requests, ctx);
           return {};
         }
-        return {std::move(requests), ctx.deadline, ctx.describe()};
+        // Name the peers, as the blocking path's timeout does.
+        std::set<int> peers;
+        for (const auto& r : requests) peers.insert(r->peer);
+        std::string during = ctx.describe() + " with";
+        for (int peer : peers) {
+          during += std::string(peer == *peers.begin() ? " " : ", ") + "rank " +
+                    std::to_string(peer) + " (world rank " +
+                    std::to_string(config_.worldRanks[static_cast<size_t>(peer)]) + ")";
+        }
+        return {std::move(requests), ctx.deadline, std::move(during)};
       },
       options.blocking);
 }

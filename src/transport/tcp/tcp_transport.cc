@@ -49,6 +49,13 @@ std::string messageOf(const std::exception_ptr& error) {
   }
 }
 
+// Whether two tags belong to the same collective call (collectives/comm.h:
+// top bit set, then the call's sequence number above a 24-bit step).
+bool sameCollectiveCall(uint64_t a, uint64_t b) {
+  constexpr uint64_t kCollectiveBit = uint64_t{1} << 63;
+  return (a & kCollectiveBit) != 0 && (b & kCollectiveBit) != 0 && (a >> 24) == (b >> 24);
+}
+
 [[noreturn]] void throwReason(wire::AbortReason reason, const std::string& text) {
   switch (reason) {
     case wire::AbortReason::kPeerLost: throw PeerLost(text);
@@ -203,6 +210,9 @@ RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature
   Pair& p = pair(peer);
   try {
     ensureConnection(p);
+    if (p.state == Pair::State::kClosed) {
+      peerLost(p, "it closed the connection", "sending to " + describePeer(peer));
+    }
     p.sends.push_back(r);
     // Start writing now: a small message usually leaves in this call,
     // before the peer even waits for it.
@@ -230,6 +240,11 @@ RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature
   try {
     ensureConnection(p);
     matchPostedAgainstUnexpected(p, r, "receiving from " + describePeer(peer));
+    // A peer that closed its connection can still have left messages here
+    // (matched above), but it will send nothing more.
+    if (p.state == Pair::State::kClosed && !r->done()) {
+      peerLost(p, "it closed the connection", "receiving from " + describePeer(peer));
+    }
   } catch (...) {
     failWith(std::current_exception());
     throw;
@@ -280,6 +295,17 @@ void TcpTransport::matchPostedAgainstUnexpected(Pair& p, const RequestPtr& r,
     }
     p.unexpected.erase(it);
     return;
+  }
+  // Every message of one collective call carries the call's signature, so a
+  // message of the same call that disagrees with it means the peer runs a
+  // different operation, even when the two schedules use different steps
+  // (an all_reduce against an all_gather) and no tag would ever match.
+  for (const auto& u : p.unexpected) {
+    if (sameCollectiveCall(u->header.tag, r->tag)) {
+      MessageSignature got{u->header.opcode, u->header.dtype, u->header.reduceOp,
+                           u->header.opCount, u->header.detail};
+      if (!(got == r->signature)) checkMatch(p, *r, u->header, during);
+    }
   }
   p.recvs.push_back(r);
 }
@@ -365,6 +391,14 @@ void TcpTransport::onHeader(Pair& p, const std::string& during) {
     p.inPayload = true;
     return;
   }
+  // As in matchPostedAgainstUnexpected: a message of a call this rank is
+  // receiving for, with another signature, is a disagreement.
+  for (const auto& r : p.recvs) {
+    if (sameCollectiveCall(r->tag, h.tag)) {
+      MessageSignature got{h.opcode, h.dtype, h.reduceOp, h.opCount, h.detail};
+      if (!(got == r->signature)) checkMatch(p, *r, h, during);
+    }
+  }
   if (unexpectedBytes_ + h.bytes > options_.maxUnexpectedBytes) {
     throw Error(during + ": " + describePeer(p.peer) + " sent " + std::to_string(h.bytes) +
                 " bytes nobody is receiving yet, beyond the buffering limit of " +
@@ -396,7 +430,19 @@ void TcpTransport::progressRecv(Pair& p, const std::string& during) {
     }
     if (want > 0) {
       ssize_t got = ::recv(p.fd.get(), dst, want, MSG_DONTWAIT);
-      if (got == 0) peerLost(p, "connection closed", during);
+      if (got == 0) {
+        // The peer closed its end. Between messages, with nothing expected
+        // from or queued for it, that is a peer that finished its part and
+        // exited cleanly (it may leave right after sending its last message
+        // of the last collective); only a later post to it is an error.
+        if (!p.midMessage() && p.recvs.empty() && p.sends.empty()) {
+          p.fd.reset();
+          p.state = Pair::State::kClosed;
+          p.hangup = false;
+          return;
+        }
+        peerLost(p, "connection closed", during);
+      }
       if (got < 0) {
         if (errno == EINTR) continue;
         if (wouldBlock(errno)) return;
@@ -516,9 +562,11 @@ void TcpTransport::readHellos(const std::string& during) {
 }
 
 bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& during) {
-  std::vector<pollfd> fds;
-  std::vector<Pair*> owners;
-  fds.reserve(pairs_.size() + accepting_.size() + 2);
+  // Reused across calls: this runs in every spin iteration.
+  std::vector<pollfd>& fds = pollFds_;
+  std::vector<Pair*>& owners = pollOwners_;
+  fds.clear();
+  owners.clear();
   bool awaitingDial = false;
   for (auto& slot : pairs_) {
     if (!slot) continue;

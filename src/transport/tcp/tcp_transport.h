@@ -13,6 +13,8 @@
 // Thread-safety: as Transport (one driving thread at a time).
 #pragma once
 
+#include <poll.h>
+
 #include <deque>
 #include <functional>
 #include <memory>
@@ -101,6 +103,8 @@ class TcpTransport final : public Transport {
   };
   std::vector<PendingAccept> accepting_;
   size_t unexpectedBytes_ = 0;
+  std::vector<struct pollfd> pollFds_;
+  std::vector<Pair*> pollOwners_;
   std::exception_ptr broken_;
 };
 
