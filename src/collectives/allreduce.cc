@@ -25,7 +25,7 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
   int p2 = 1;
   while (p2 * 2 <= p) p2 *= 2;
   const int rem = p - p2;
-  std::vector<uint8_t> tmp(bytes);
+  uint8_t* tmp = comm.scratch(Scratch::kRecv, bytes);
 
   int vr;  // rank among the p2 ranks of step (2), or -1 when sitting out
   if (r < 2 * rem) {
@@ -34,9 +34,9 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
       comm.waitAll();
       vr = -1;
     } else {
-      comm.recv(r - 1, 0, tmp.data(), bytes);
+      comm.recv(r - 1, 0, tmp, bytes);
       comm.waitAll();
-      reduce::reduceInPlace(op, dtype, data, tmp.data(), count);
+      reduce::reduceInPlace(op, dtype, data, tmp, count);
       vr = r / 2;
     }
   } else {
@@ -47,8 +47,8 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
     for (int mask = 1; mask < p2; mask <<= 1, ++step) {
       int vpartner = vr ^ mask;
       int partner = vpartner < rem ? vpartner * 2 + 1 : vpartner + rem;
-      comm.sendRecv(partner, data, bytes, partner, tmp.data(), bytes, step);
-      reduce::reduceInPlace(op, dtype, data, tmp.data(), count);
+      comm.sendRecv(partner, data, bytes, partner, tmp, bytes, step);
+      reduce::reduceInPlace(op, dtype, data, tmp, count);
     }
   }
   if (r < 2 * rem) {
@@ -80,7 +80,7 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const size_t maxChunks = std::max<size_t>(1, ceilDiv(maxSeg, chunk));
   MESHCOMM_CHECK(static_cast<size_t>(2 * p) * maxChunks < Comm::kStepsPerPhase,
                  "ring schedule too long; raise MESHCOMM_CHUNK_BYTES");
-  std::vector<uint8_t> tmp(maxSeg * es);
+  uint8_t* tmp = comm.scratch(Scratch::kRecv, maxSeg * es);
 
   for (int s = 0; s < p - 1; ++s) {
     const int sendSeg = wrap(r, -s, p);
@@ -95,12 +95,12 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
     std::vector<RequestPtr> recvs;
     for (size_t k = 0; k < in.size(); ++k) {
       recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
-                                tmp.data() + in[k].offset * es, in[k].count * es));
+                                tmp + in[k].offset * es, in[k].count * es));
     }
     for (size_t k = 0; k < in.size(); ++k) {
       comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
       reduce::reduceInPlace(op, dtype, data + (offs[recvSeg] + in[k].offset) * es,
-                            tmp.data() + in[k].offset * es, in[k].count);
+                            tmp + in[k].offset * es, in[k].count);
     }
     comm.waitAll();
   }

@@ -21,8 +21,15 @@ const char* opcodeName(uint8_t opcode) {
   return "unknown";
 }
 
-Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq)
-    : transport_(transport), context_(std::move(context)), sig_(sig), seq_(seq) {}
+Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
+           ScratchArena& scratch)
+    : transport_(transport), context_(std::move(context)), sig_(sig), seq_(seq), scratch_(scratch) {}
+
+Comm::~Comm() {
+  // Keep what a typical call needs; give back what an outsized one took.
+  constexpr size_t kKeepBytes = size_t{256} << 20;
+  scratch_.trim(kKeepBytes);
+}
 
 uint64_t Comm::tagFor(uint64_t seq, uint32_t step) {
   constexpr uint64_t kCollectiveBit = uint64_t{1} << 63;

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "collectives/scratch.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
@@ -17,11 +18,16 @@ class Comm {
  public:
   // seq: the group's collective sequence number (the same on every rank
   // for the same call). sig: the operation's signature.
-  Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq);
+  Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
+       ScratchArena& scratch);
+  // Returns big scratch buffers to the system; see ScratchArena::trim.
+  ~Comm();
 
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
   const OpContext& context() const { return context_; }
+  // Uninitialised temporary memory for this call (reused across calls).
+  uint8_t* scratch(Scratch slot, size_t bytes) { return scratch_.get(slot, bytes); }
 
   // Post without waiting; the request is also remembered for waitAll().
   RequestPtr send(int peer, uint32_t step, const void* data, size_t bytes);
@@ -50,6 +56,7 @@ class Comm {
   MessageSignature sig_;
   uint64_t seq_;
   uint32_t phaseBase_ = 0;
+  ScratchArena& scratch_;
   std::vector<RequestPtr> posted_;
 };
 

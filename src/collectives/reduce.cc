@@ -19,13 +19,12 @@ void binomialReduce(Comm& comm, uint8_t* data, size_t count, DType dtype, Reduce
   const int vr = wrap(comm.rank(), -root, p);
   const size_t bytes = count * dtypeSize(dtype);
   // Non-root ranks must leave their buffer alone, so they reduce in a copy.
-  std::vector<uint8_t> copy;
   uint8_t* acc = data;
   if (vr != 0) {
-    copy.assign(data, data + bytes);
-    acc = copy.data();
+    acc = comm.scratch(Scratch::kCopy, bytes);
+    if (bytes > 0) std::memcpy(acc, data, bytes);
   }
-  std::vector<uint8_t> tmp(bytes);
+  uint8_t* tmp = comm.scratch(Scratch::kRecv, bytes);
   uint32_t step = 0;
   for (int mask = 1; mask < p; mask <<= 1, ++step) {
     if (vr & mask) {
@@ -34,9 +33,9 @@ void binomialReduce(Comm& comm, uint8_t* data, size_t count, DType dtype, Reduce
       return;
     }
     if (vr + mask < p) {
-      comm.recv(wrap(vr + mask, root, p), step, tmp.data(), bytes);
+      comm.recv(wrap(vr + mask, root, p), step, tmp, bytes);
       comm.waitAll();
-      reduce::reduceInPlace(op, dtype, acc, tmp.data(), count);
+      reduce::reduceInPlace(op, dtype, acc, tmp, count);
     }
   }
 }
@@ -48,12 +47,13 @@ void reduceScatterGather(Comm& comm, uint8_t* data, size_t count, DType dtype, R
   const size_t es = dtypeSize(dtype);
   const std::vector<size_t> counts = evenSplit(count, p);
   const std::vector<size_t> offs = offsetsOf(counts);
-  std::vector<uint8_t> mine(counts[static_cast<size_t>(r)] * es);
-  reduceScatter(comm, data, counts, mine.data(), dtype, op);
+  const size_t mineBytes = counts[static_cast<size_t>(r)] * es;
+  uint8_t* mine = comm.scratch(Scratch::kOwnBlock, mineBytes);
+  reduceScatter(comm, data, counts, mine, dtype, op);
   comm.nextPhase();
   std::vector<Block> blocks;
   for (int j = 0; j < p; ++j) blocks.push_back({data + offs[j] * es, counts[j] * es});
-  gather(comm, mine.data(), mine.size(), blocks, root);
+  gather(comm, mine, mineBytes, blocks, root);
 }
 
 }  // namespace

@@ -36,9 +36,9 @@ void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blo
   const size_t maxChunks = std::max<size_t>(1, ceilDiv(maxBlock, chunk));
   MESHCOMM_CHECK(static_cast<size_t>(p) * maxChunks < Comm::kStepsPerPhase,
                  "reduce-scatter schedule too long; raise MESHCOMM_CHUNK_BYTES");
-  std::vector<uint8_t> recvBuf(maxBlock * es);
-  std::vector<uint8_t> partial[2] = {std::vector<uint8_t>(maxBlock * es),
-                                     std::vector<uint8_t>(maxBlock * es)};
+  uint8_t* recvBuf = comm.scratch(Scratch::kRecv, maxBlock * es);
+  uint8_t* partial[2] = {comm.scratch(Scratch::kPartialA, maxBlock * es),
+                         comm.scratch(Scratch::kPartialB, maxBlock * es)};
 
   const uint8_t* sending = in + offs[wrap(r, -1, p)] * es;
   for (int s = 0; s < p - 1; ++s) {
@@ -55,13 +55,13 @@ void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blo
     std::vector<RequestPtr> recvs;
     for (size_t k = 0; k < inChunks.size(); ++k) {
       recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
-                                recvBuf.data() + inChunks[k].offset * es, inChunks[k].count * es));
+                                recvBuf + inChunks[k].offset * es, inChunks[k].count * es));
     }
-    uint8_t* dst = last ? out : partial[s % 2].data();
+    uint8_t* dst = last ? out : partial[s % 2];
     for (size_t k = 0; k < inChunks.size(); ++k) {
       comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
       const size_t o = inChunks[k].offset * es;
-      const void* srcs[2] = {recvBuf.data() + o, in + offs[recvBlock] * es + o};
+      const void* srcs[2] = {recvBuf + o, in + offs[recvBlock] * es + o};
       reduce::reduceInto(op, dtype, dst + o, srcs, 2, inChunks[k].count);
     }
     comm.waitAll();

@@ -33,7 +33,7 @@ WorkPtr GroupImpl::runCollective(const char* opName, const MessageSignature& sig
       std::move(description),
       [this, opName, sig, options, body = std::move(body)]() -> Executor::Pending {
         uint64_t seq = collectiveSeq_++;
-        Comm comm(*transport_, contextFor(opName, seq, options), sig, seq);
+        Comm comm(*transport_, contextFor(opName, seq, options), sig, seq, scratch_);
         body(comm);
         return {};
       },

@@ -57,6 +57,7 @@ class GroupImpl {
   // Touched only by the thread running the group's current operation.
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;
+  ScratchArena scratch_;
   std::unique_ptr<Executor> executor_;
 };
 

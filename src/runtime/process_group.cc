@@ -239,12 +239,14 @@ WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRe
   return impl_->runCollective(
       "reduce_scatter", signature(Opcode::kReduceScatter, output.dtype, output.numel, 0, o.op), o,
       [output, inputs, o](Comm& c) {
-        std::vector<uint8_t> packed(output.bytes() * inputs.size());
+        uint8_t* packed = c.scratch(Scratch::kPacked, output.bytes() * inputs.size());
         for (size_t i = 0; i < inputs.size(); ++i) {
-          if (output.bytes() > 0) std::memcpy(packed.data() + i * output.bytes(), inputs[i].data, output.bytes());
+          if (output.bytes() > 0) {
+            std::memcpy(packed + i * output.bytes(), inputs[i].data, output.bytes());
+          }
         }
         std::vector<size_t> counts(inputs.size(), static_cast<size_t>(output.numel));
-        collectives::reduceScatter(c, packed.data(), counts, output.data, output.dtype, o.op);
+        collectives::reduceScatter(c, packed, counts, output.data, output.dtype, o.op);
       });
 }
 

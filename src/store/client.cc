@@ -118,7 +118,8 @@ Frame TCPStoreClient::roundTrip(Op op,
   sendBuffer_.clear();
   store::encodeFrame(static_cast<uint8_t>(op), args, &sendBuffer_);
   IoResult r = sendAll(fd_.get(), sendBuffer_.data(), sendBuffer_.size(), deadline);
-  if (sendBuffer_.capacity() > (size_t{1} << 20)) Bytes().swap(sendBuffer_);
+  // Keep the buffer for the next request unless an outsized value grew it.
+  if (sendBuffer_.capacity() > (size_t{64} << 20)) Bytes().swap(sendBuffer_);
   if (!r.ok()) {
     std::string why = std::string(store::opName(op)) + " request: " + r.describe();
     breakWith(why);

@@ -1,5 +1,6 @@
 #include "store/server.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -24,7 +25,7 @@ namespace {
 
 constexpr uint64_t kListenId = 1;
 constexpr uint64_t kWakeId = 2;
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = 256 * 1024;
 constexpr char kAuthContext[] = "meshcomm-store-auth-v1";
 
 // Malformed input is logged, but a flood of it must not flood the log.
@@ -82,10 +83,11 @@ struct TCPStoreServer::Connection {
 
 TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port,
                                StoreLimits limits, std::string authToken)
-    : limits_(limits), authToken_(std::move(authToken)) {
+    : limits_(limits), authToken_(std::move(authToken)), readBuffer_(kReadChunk) {
   listen_ = listenTcp(host, port, /*backlog=*/4096, &port_);
   epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  spare_ = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   MESHCOMM_CHECK(epoll_ && wake_, "epoll/eventfd: " << std::strerror(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -153,6 +155,7 @@ void TCPStoreServer::acceptAll() {
                         SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (raw < 0) {
       if (errno == EINTR) continue;
+      if ((errno == EMFILE || errno == ENFILE) && refuseWithSpare()) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK && shouldLogDrop()) {
         MESHCOMM_LOG(kWarn, "store server accept failed: " << std::strerror(errno));
       }
@@ -180,6 +183,30 @@ void TCPStoreServer::acceptAll() {
   }
 }
 
+bool TCPStoreServer::refuseWithSpare() {
+  // Out of descriptors, a pending connection keeps the listener readable, so
+  // level-triggered epoll would wake this loop again at once, forever, while
+  // the client waits out its whole deadline for a hello response. Giving up
+  // the reserve descriptor lets the connection be accepted and closed: the
+  // client fails fast with a lost connection and the loop goes back to sleep.
+  if (!spare_) return false;
+  const int err = errno;
+  spare_.reset();
+  Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  const bool refused = fd.valid();
+  if (refused && logEnabled(LogLevel::kWarn) && shouldLogDrop()) {
+    // Formatted without an ostream: at the descriptor limit, UBSan's vptr
+    // checks (which probe memory through a pipe) cannot run and misreport.
+    logLine(LogLevel::kWarn, "store server refusing " + peerAddress(fd.get()) +
+                                 ": out of file descriptors (" + std::strerror(err) +
+                                 ") while serving " + std::to_string(conns_.size()) +
+                                 " clients; raise the limit (ulimit -n)");
+  }
+  fd.reset();
+  spare_ = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  return refused;
+}
+
 void TCPStoreServer::updateInterest(Connection& c) {
   uint32_t want = EPOLLRDHUP;
   if (!c.busy()) want |= EPOLLIN;
@@ -201,24 +228,29 @@ void TCPStoreServer::onReadable(Connection& c, uint32_t events) {
     if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) closeConnection(id);
     return;
   }
-  if (c.inOffset >= c.in.size()) {
-    c.in.resize(kReadChunk);
-    c.inOffset = 0;
-    ssize_t r = ::recv(c.fd.get(), c.in.data(), c.in.size(), 0);
+  // Fresh bytes are read into the loop's shared buffer; a connection keeps
+  // only what is left undecoded behind a request that parked or whose
+  // response is still being written, so idle clients cost no buffer.
+  const bool fresh = c.inOffset >= c.in.size();
+  const uint8_t* data = c.in.data();
+  size_t size = c.in.size();
+  size_t offset = c.inOffset;
+  if (fresh) {
+    ssize_t r = ::recv(c.fd.get(), readBuffer_.data(), readBuffer_.size(), 0);
     if (r <= 0) {
-      c.in.clear();
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
       closeConnection(id);
       return;
     }
-    c.in.resize(static_cast<size_t>(r));
+    data = readBuffer_.data();
+    size = static_cast<size_t>(r);
+    offset = 0;
   }
   // Decode and serve requests until the input runs out or the connection
   // becomes busy (parked, or a response still being written).
-  while (c.inOffset < c.in.size() && !c.busy()) {
+  while (offset < size && !c.busy()) {
     store::FrameDecoder::Result result;
-    c.inOffset += c.decoder.feed(c.in.data() + c.inOffset,
-                                 c.in.size() - c.inOffset, &result);
+    offset += c.decoder.feed(data + offset, size - offset, &result);
     if (result == store::FrameDecoder::Result::kError) {
       if (shouldLogDrop()) {
         MESHCOMM_LOG(kWarn, "store server dropping client " << c.peer
@@ -234,9 +266,14 @@ void TCPStoreServer::onReadable(Connection& c, uint32_t events) {
       if (!conns_.count(id)) return;
     }
   }
-  if (c.inOffset >= c.in.size()) {
-    c.in.clear();
+  if (offset >= size) {
+    Bytes().swap(c.in);
     c.inOffset = 0;
+  } else if (fresh) {
+    c.in.assign(data + offset, data + size);
+    c.inOffset = 0;
+  } else {
+    c.inOffset = offset;
   }
   if (c.closing && !c.outputPending()) {
     closeConnection(id);

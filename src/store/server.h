@@ -53,6 +53,9 @@ class TCPStoreServer {
 
   void loop();
   void acceptAll();
+  // Accepts one pending connection and closes it at once, using the reserve
+  // descriptor; returns whether a connection was refused this way.
+  bool refuseWithSpare();
   void onReadable(Connection& c, uint32_t events);
   void resumeParkedInput();
   void onWritable(Connection& c);
@@ -76,6 +79,9 @@ class TCPStoreServer {
   Fd listen_;
   Fd epoll_;
   Fd wake_;  // eventfd: the destructor's stop signal
+  // Reserve descriptor (on /dev/null), given up to refuse a client when the
+  // process is out of descriptors; see refuseWithSpare().
+  Fd spare_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
 
@@ -85,6 +91,7 @@ class TCPStoreServer {
   std::unordered_map<std::string, Bytes> data_;
   std::unordered_map<std::string, std::unordered_set<ConnId>> waitersByKey_;
   std::multimap<Deadline::Clock::time_point, ConnId> waiterDeadlines_;
+  Bytes readBuffer_;  // shared by every connection's reads
   std::vector<ConnId> resume_;  // connections with input behind a finished wait
 
   std::mutex workersMu_;

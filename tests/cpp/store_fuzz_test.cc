@@ -1,28 +1,34 @@
-// Bounded, reproducible fuzzing of a live TCPStore server over raw sockets.
+// A live TCPStore server seen through raw sockets: targeted cases of
+// unusual or hostile clients (handshake rules, pipelined requests, requests
+// queued behind waits, stalled readers, descriptor exhaustion), then
+// bounded, reproducible fuzzing.
 //
-// The server runs in a forked child, so a crash shows up as the child's
-// death instead of taking the test binary with it. Thousands of cases —
-// random bytes, valid requests, mutated and truncated frames, pipelined
-// batches — are each sent on a fresh connection in random chunk sizes and
-// finished in one of three ways (half-close and read every response,
-// plain close, or reset). Afterwards the server must still be alive, hold
-// no leaked connections, answer a normal client correctly, and exit
-// cleanly when asked.
+// For fuzzing the server runs in a forked child, so a crash shows up as the
+// child's death instead of taking the test binary with it. Thousands of
+// cases — random bytes, valid requests, mutated and truncated frames,
+// pipelined batches — are each sent on a fresh connection in random chunk
+// sizes and finished in one of three ways (half-close and read every
+// response, plain close, or reset). Afterwards the server must still be
+// alive, hold no leaked connections, answer a normal client correctly, and
+// exit cleanly when asked.
 //
-// The seed is fixed (override with MESHCOMM_FUZZ_SEED) so a failure can be
-// replayed exactly. The server logs a warning per dropped client; it
-// rate-limits them, so the noise is bounded.
+// The fuzz inputs come from a fixed seed (override with MESHCOMM_FUZZ_SEED)
+// so a failure can be replayed. The server logs a warning per dropped
+// client; it rate-limits them, so the noise is bounded.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <dirent.h>
 #include <fstream>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <span>
 #include <string>
 #include <thread>
@@ -42,10 +48,95 @@ using namespace std::chrono_literals;
 using store::Op;
 using store::Status;
 using Clock = std::chrono::steady_clock;
+using test::ChildGroup;
+using test::PipeChannel;
+
+#define EXPECT_CONTAINS(haystack, needle)                                   \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)          \
+      << "'" << (haystack) << "' does not contain '" << (needle) << "'"
 
 Bytes b(const std::string& s) { return Bytes(s.begin(), s.end()); }
+std::string str(const Bytes& v) { return std::string(v.begin(), v.end()); }
+
+std::chrono::milliseconds since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+}
+
+TCPStoreOptions serverOptions(std::chrono::milliseconds timeout = 10s) {
+  TCPStoreOptions o;
+  o.isServer = true;
+  o.timeout = timeout;
+  return o;
+}
+
+TCPStoreOptions clientOptions(uint16_t port, std::chrono::milliseconds timeout = 10s) {
+  TCPStoreOptions o;
+  o.port = port;
+  o.timeout = timeout;
+  return o;
+}
+
+// Sets (or unsets, with nullopt) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      ::setenv(name, value->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Servers here decide for themselves whether to authenticate; a token in
+// the environment the suite runs in must not change that.
+class StoreWireTest : public ::testing::Test {
+ protected:
+  ScopedEnv noToken_{"MESHCOMM_AUTH_TOKEN", std::nullopt};
+};
 
 constexpr uint64_t kDefaultSeed = 0x5EED0F5704E;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+// A campaign takes about a second in a release build; sanitizers slow every
+// connection down severalfold, so their builds get a proportionally longer
+// (still bounded) allowance.
+constexpr auto kCampaignBound =
+    (kAddressSanitizer || kThreadSanitizer) ? std::chrono::seconds(90) : std::chrono::seconds(30);
 
 uint64_t fuzzSeed() {
   if (const char* s = std::getenv("MESHCOMM_FUZZ_SEED")) return std::strtoull(s, nullptr, 0);
@@ -74,6 +165,350 @@ int64_t residentKiB(pid_t pid) {
   }
   return -1;
 }
+
+// Descriptors this process has open.
+int openFdsOfSelf() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n - 1;  // the directory stream's own descriptor
+}
+
+// CPU time (user + system, in clock ticks) a process has used.
+int64_t cpuTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');  // the command name may contain spaces
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string f;
+  int64_t utime = 0, stime = 0;
+  // Fields after the name start at 3 (state); utime and stime are 14, 15.
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stoll(f);
+    if (i == 15) stime = std::stoll(f);
+  }
+  return utime + stime;
+}
+
+// ---------------------------------------------------------------------------
+// Targeted cases.
+
+// A bare protocol connection: sends bytes and reads whole response frames.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) {
+    std::string why;
+    fd_ = tryConnectTcp("127.0.0.1", port, Deadline::after(5s), &why);
+    EXPECT_TRUE(fd_.valid()) << why;
+  }
+  void send(const Bytes& bytes) {
+    IoResult r = sendAll(fd_.get(), bytes.data(), bytes.size(), Deadline::after(5s));
+    ASSERT_TRUE(r.ok()) << r.describe();
+  }
+  void send(store::Op op, const std::vector<Bytes>& args) {
+    send(store::encodeFrame(static_cast<uint8_t>(op), args));
+  }
+  // The next response, or nullopt on EOF, error or timeout.
+  std::optional<store::Frame> read(std::chrono::milliseconds timeout = 5s) {
+    Deadline deadline = Deadline::after(timeout);
+    for (;;) {
+      if (offset_ < buf_.size()) {
+        store::FrameDecoder::Result r;
+        offset_ += decoder_.feed(buf_.data() + offset_, buf_.size() - offset_, &r);
+        if (r == store::FrameDecoder::Result::kFrame) return decoder_.take();
+        if (r == store::FrameDecoder::Result::kError) {
+          ADD_FAILURE() << "malformed response: " << decoder_.error();
+          return std::nullopt;
+        }
+        continue;
+      }
+      buf_.resize(4096);
+      offset_ = 0;
+      ssize_t n = ::recv(fd_.get(), buf_.data(), buf_.size(), 0);
+      if (n > 0) {
+        buf_.resize(static_cast<size_t>(n));
+        continue;
+      }
+      buf_.clear();
+      if (n == 0) return std::nullopt;
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return std::nullopt;
+      if (!waitReadable(fd_.get(), deadline).ok()) return std::nullopt;
+    }
+  }
+  // Whether the server closes the connection within the timeout.
+  bool closedByPeer(std::chrono::milliseconds timeout = 5s) {
+    Deadline deadline = Deadline::after(timeout);
+    uint8_t byte;
+    for (;;) {
+      ssize_t n = ::recv(fd_.get(), &byte, 1, 0);
+      if (n == 0) return true;
+      if (n < 0 && errno == ECONNRESET) return true;
+      if (n > 0) return false;
+      if (!waitReadable(fd_.get(), deadline).ok()) return false;
+    }
+  }
+  void hello() {
+    send(store::Op::kHello, {store::encodeU64(0), b("raw")});
+    auto r = read();
+    ASSERT_TRUE(r.has_value());
+    ASSERT_EQ(r->code, static_cast<uint8_t>(store::Status::kOk));
+  }
+
+ private:
+  Fd fd_;
+  store::FrameDecoder decoder_{store::Role::kClient, StoreLimits{}};
+  Bytes buf_;
+  size_t offset_ = 0;
+};
+
+uint8_t statusCode(store::Status s) { return static_cast<uint8_t>(s); }
+
+TEST_F(StoreWireTest, RequestBeforeHelloIsRefused) {
+  TCPStore server(serverOptions());
+  RawConnection raw(server.port());
+  raw.send(store::Op::kSet, {b("k"), b("v")});
+  auto r = raw.read();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, statusCode(store::Status::kBadRequest));
+  ASSERT_EQ(r->args.size(), 1u);
+  EXPECT_CONTAINS(str(r->args[0]), "hello");
+  EXPECT_TRUE(raw.closedByPeer());
+  EXPECT_FALSE(server.check({"k"}));
+}
+
+TEST_F(StoreWireTest, RequestBeforeHelloOnAnAuthServerAsksForTheToken) {
+  auto opts = serverOptions();
+  opts.authToken = "t";
+  TCPStore server(opts);
+  RawConnection raw(server.port());
+  raw.send(store::Op::kNumKeys, {});
+  auto r = raw.read();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, statusCode(store::Status::kAuthRequired));
+  EXPECT_CONTAINS(str(r->args.at(0)), "MESHCOMM_AUTH_TOKEN");
+  EXPECT_TRUE(raw.closedByPeer());
+
+  // Skipping AUTH after HELLO is refused too.
+  RawConnection skip(server.port());
+  skip.send(store::Op::kHello, {store::encodeU64(0), b("raw")});
+  auto hello = skip.read();
+  ASSERT_TRUE(hello.has_value());
+  ASSERT_EQ(hello->args.size(), 2u);
+  EXPECT_EQ(hello->args[0], Bytes{1});    // authentication required
+  EXPECT_EQ(hello->args[1].size(), 32u);  // the nonce
+  skip.send(store::Op::kSet, {b("k"), b("v")});
+  auto refused = skip.read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->code, statusCode(store::Status::kAuthFailed));
+  EXPECT_TRUE(skip.closedByPeer());
+  EXPECT_FALSE(server.check({"k"}));
+}
+
+TEST_F(StoreWireTest, SecondHelloIsABadRequest) {
+  TCPStore server(serverOptions());
+  RawConnection raw(server.port());
+  raw.hello();
+  raw.send(store::Op::kHello, {store::encodeU64(0), b("again")});
+  auto r = raw.read();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, statusCode(store::Status::kBadRequest));
+  EXPECT_TRUE(raw.closedByPeer());
+}
+
+TEST_F(StoreWireTest, PipelinedRequestsAreAnsweredInOrder) {
+  TCPStore server(serverOptions());
+  RawConnection raw(server.port());
+  Bytes batch;
+  auto add = [&](store::Op op, const std::vector<Bytes>& args) {
+    Bytes f = store::encodeFrame(static_cast<uint8_t>(op), args);
+    batch.insert(batch.end(), f.begin(), f.end());
+  };
+  add(store::Op::kHello, {store::encodeU64(0), b("raw")});
+  add(store::Op::kSet, {b("a"), b("1")});
+  add(store::Op::kGet, {store::encodeU64(1000), b("a")});
+  add(store::Op::kAdd, {b("c"), store::encodeI64(7)});
+  add(store::Op::kNumKeys, {});
+  raw.send(batch);  // one write: the server sees them all at once
+  auto hello = raw.read();
+  auto set = raw.read();
+  auto get = raw.read();
+  auto addr = raw.read();
+  auto num = raw.read();
+  ASSERT_TRUE(hello && set && get && addr && num);
+  EXPECT_EQ(set->code, statusCode(store::Status::kOk));
+  ASSERT_EQ(get->args.size(), 1u);
+  EXPECT_EQ(str(get->args[0]), "1");
+  int64_t v = 0;
+  ASSERT_TRUE(store::decodeI64(addr->args.at(0), &v));
+  EXPECT_EQ(v, 7);
+  ASSERT_TRUE(store::decodeI64(num->args.at(0), &v));
+  EXPECT_EQ(v, 2);
+}
+
+TEST_F(StoreWireTest, RequestsBehindAParkedGetRunAfterItCompletes) {
+  TCPStore server(serverOptions());
+  RawConnection raw(server.port());
+  raw.hello();
+  Bytes batch = store::encodeFrame(static_cast<uint8_t>(store::Op::kGet),
+                                   {store::encodeU64(10000), b("x")});
+  Bytes ping = store::encodeFrame(static_cast<uint8_t>(store::Op::kAdd),
+                                  {b("after"), store::encodeI64(1)});
+  batch.insert(batch.end(), ping.begin(), ping.end());
+  raw.send(batch);
+  std::this_thread::sleep_for(100ms);
+  // The add queued behind the parked get has not run yet.
+  EXPECT_FALSE(server.check({"after"}));
+  server.set("x", "value");
+  auto get = raw.read();
+  auto added = raw.read();
+  ASSERT_TRUE(get && added);
+  EXPECT_EQ(str(get->args.at(0)), "value");
+  EXPECT_EQ(added->code, statusCode(store::Status::kOk));
+  EXPECT_EQ(server.getString("after"), "1");
+}
+
+TEST_F(StoreWireTest, RequestsBehindATimedOutWaitStillRun) {
+  TCPStore server(serverOptions());
+  server.set("a", "1");
+  RawConnection raw(server.port());
+  raw.hello();
+  Bytes batch = store::encodeFrame(static_cast<uint8_t>(store::Op::kWait),
+                                   {store::encodeU64(100), b("a"), b("missing")});
+  Bytes ping = store::encodeFrame(static_cast<uint8_t>(store::Op::kPing), {});
+  batch.insert(batch.end(), ping.begin(), ping.end());
+  raw.send(batch);
+  auto wait = raw.read();
+  auto pong = raw.read();
+  ASSERT_TRUE(wait && pong);
+  EXPECT_EQ(wait->code, statusCode(store::Status::kTimeout));
+  // The timeout response lists the message, then each missing key.
+  ASSERT_EQ(wait->args.size(), 2u);
+  EXPECT_CONTAINS(str(wait->args[0]), "'missing'");
+  EXPECT_EQ(str(wait->args[1]), "missing");
+  EXPECT_EQ(pong->code, statusCode(store::Status::kOk));
+}
+
+TEST_F(StoreWireTest, MalformedFrameGetsBadRequestThenClose) {
+  TCPStore server(serverOptions());
+  RawConnection raw(server.port());
+  raw.hello();
+  Bytes junk = b("this is not a store frame at all");
+  raw.send(junk);
+  auto r = raw.read();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->code, statusCode(store::Status::kBadRequest));
+  EXPECT_CONTAINS(str(r->args.at(0)), "malformed request");
+  EXPECT_TRUE(raw.closedByPeer());
+  EXPECT_EQ(server.numKeys(), 0);
+}
+
+TEST_F(StoreWireTest, ClientThatStopsReadingDoesNotStallTheServer) {
+  TCPStore server(serverOptions());
+  server.set("big", Bytes(4 << 20, 'b'));
+  RawConnection hog(server.port());
+  hog.hello();
+  Bytes batch;
+  Bytes get = store::encodeFrame(static_cast<uint8_t>(store::Op::kGet),
+                                 {store::encodeU64(1000), b("big")});
+  for (int i = 0; i < 64; ++i) batch.insert(batch.end(), get.begin(), get.end());
+  hog.send(batch);  // 256 MiB of responses requested, none read
+  TCPStore other(clientOptions(server.port(), 5s));
+  auto t0 = Clock::now();
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(other.add("n", 1), i + 1);
+  EXPECT_LT(since(t0), 3s);
+}
+
+// A server that runs out of descriptors must turn the clients it cannot
+// take away at once, not leave them in the listen backlog until their own
+// deadline while its loop spins on a listener that stays readable.
+TEST_F(StoreWireTest, ServerOutOfDescriptorsRefusesClientsFastWithoutSpinning) {
+  PipeChannel portChannel;
+  ChildGroup serverProc(1, [&portChannel](int) {
+    // Room for what is open now, the server's own five descriptors (listen,
+    // epoll, eventfd, and both ends of its own client), and four clients.
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    lim.rlim_cur = static_cast<rlim_t>(openFdsOfSelf() + 5 + 4);
+    CHILD_CHECK(::setrlimit(RLIMIT_NOFILE, &lim) == 0, "setrlimit failed");
+    TCPStore server(serverOptions(30s));
+    portChannel.post(server.port(), 1);
+    server.get("stop");
+    return test::kExitOk;
+  });
+  auto port = portChannel.receive(10s);
+  ASSERT_TRUE(port.has_value());
+  const auto p = static_cast<uint16_t>(*port);
+
+  std::vector<std::unique_ptr<TCPStore>> clients;
+  std::string failure;
+  bool storeError = false;
+  std::chrono::milliseconds failedAfter{0};
+  for (int i = 0; i < 16 && failure.empty(); ++i) {
+    auto t0 = Clock::now();
+    try {
+      clients.push_back(std::make_unique<TCPStore>(clientOptions(p, 2s)));
+    } catch (const StoreError& e) {
+      failure = e.what();
+      storeError = true;
+      failedAfter = since(t0);
+    } catch (const Error& e) {
+      failure = e.what();
+      failedAfter = since(t0);
+    }
+  }
+  ASSERT_FALSE(failure.empty()) << "16 clients fit a server limited to about 4";
+  EXPECT_GE(clients.size(), 2u);
+  EXPECT_TRUE(storeError) << "expected StoreError, got: " << failure;
+  EXPECT_LT(failedAfter, 1s) << failure;
+
+  // A connection the server cannot take is closed, not left pending...
+  RawConnection pending(p);
+  EXPECT_TRUE(pending.closedByPeer(2s));
+  // ...and the idle server does not burn CPU.
+  int64_t before = cpuTicks(serverProc.pid(0));
+  std::this_thread::sleep_for(500ms);
+  int64_t used = cpuTicks(serverProc.pid(0)) - before;
+  EXPECT_LT(used, 10) << "the server used " << used << " ticks of CPU in 500 ms idle";
+
+  // It takes clients again once descriptors are free.
+  clients.pop_back();
+  std::unique_ptr<TCPStore> again;
+  for (auto t0 = Clock::now(); !again && since(t0) < 5s;) {
+    try {
+      again = std::make_unique<TCPStore>(clientOptions(p, 2s));
+    } catch (const StoreError&) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ASSERT_TRUE(again);
+  again->set("k", "v");
+  EXPECT_EQ(clients.front()->getString("k"), "v");
+  again->set("stop", "1");
+  auto st = serverProc.waitAll(10s);
+  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+}
+
+TEST_F(StoreWireTest, ClientClosingWhileParkedIsForgotten) {
+  TCPStore server(serverOptions());
+  {
+    RawConnection raw(server.port());
+    raw.hello();
+    raw.send(store::Op::kGet, {store::encodeU64(store::kNoTimeout), b("k")});
+    std::this_thread::sleep_for(50ms);
+  }  // closed while parked
+  std::this_thread::sleep_for(50ms);
+  server.set("k", "v");  // wakes nobody; must not touch the closed connection
+  EXPECT_EQ(server.getString("k"), "v");
+  EXPECT_EQ(server.numKeys(), 1);
+}
+
+// ---------------------------------------------------------------------------
+// Fuzzing.
 
 // Generates requests and damage for one server configuration.
 class CaseGenerator {
@@ -461,9 +896,7 @@ class ServerProcess {
 };
 
 TCPStoreOptions clientOf(uint16_t port, const std::string& token) {
-  TCPStoreOptions o;
-  o.port = port;
-  o.timeout = 10s;
+  TCPStoreOptions o = clientOptions(port);
   o.authToken = token;
   return o;
 }
@@ -508,8 +941,14 @@ void fuzzAndVerify(const StoreLimits& limits, const std::string& token, int case
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(fdsAfter, fdsBefore) << "the server leaked connections";
+  // A decoder that trusted declared lengths would allocate up to a GiB per
+  // case. (AddressSanitizer keeps freed memory in quarantine, up to 256 MiB
+  // by default, so its builds get more room.)
   const int64_t rssAfter = residentKiB(server.pid());
-  EXPECT_LT(rssAfter - rssBefore, 256 * 1024) << "server memory grew from " << rssBefore
+  const int64_t allowedKiB = (kAddressSanitizer ? 768 : 64) * 1024;
+  std::printf("[fuzz] server resident memory %lld KiB before, %lld KiB after\n",
+              static_cast<long long>(rssBefore), static_cast<long long>(rssAfter));
+  EXPECT_LT(rssAfter - rssBefore, allowedKiB) << "server memory grew from " << rssBefore
                                               << " KiB to " << rssAfter << " KiB";
 
   // A well-formed client still gets correct answers.
@@ -532,6 +971,8 @@ void fuzzAndVerify(const StoreLimits& limits, const std::string& token, int case
   EXPECT_TRUE(st.ok()) << st.describe();
 }
 
+class StoreFuzzTest : public StoreWireTest {};
+
 StoreLimits fuzzLimits() {
   StoreLimits l;
   l.maxKeyBytes = 64;
@@ -541,18 +982,18 @@ StoreLimits fuzzLimits() {
   return l;
 }
 
-TEST(StoreFuzz, RandomAndMutatedFramesAgainstALiveServer) {
+TEST_F(StoreFuzzTest, RandomAndMutatedFramesAgainstALiveServer) {
   auto t0 = Clock::now();
   fuzzAndVerify(fuzzLimits(), "", 5000, fuzzSeed());
-  EXPECT_LT(Clock::now() - t0, 30s);
+  EXPECT_LT(Clock::now() - t0, kCampaignBound);
 }
 
-TEST(StoreFuzz, RandomAndMutatedFramesAgainstAnAuthenticatingServer) {
+TEST_F(StoreFuzzTest, RandomAndMutatedFramesAgainstAnAuthenticatingServer) {
   // Default limits this time: declared lengths up to 1 GiB are legal, so
   // truncated frames leave the decoder waiting on large arguments.
   auto t0 = Clock::now();
   fuzzAndVerify(StoreLimits{}, "fuzz-token", 2000, fuzzSeed() + 1);
-  EXPECT_LT(Clock::now() - t0, 30s);
+  EXPECT_LT(Clock::now() - t0, kCampaignBound);
 }
 
 }  // namespace

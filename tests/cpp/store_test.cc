@@ -1,8 +1,8 @@
 // TCPStore and PrefixStore: every method, blocking and timeouts, worker
 // rendezvous, authentication, limits, and failure of the server, with the
 // server and its clients in one process (threads) and across forked
-// processes. Raw-socket checks of the server's request handling (ordering,
-// handshake rules) are at the end.
+// processes. Raw-socket checks of the server's request handling are in
+// store_fuzz_test.cc.
 //
 // Every wait is bounded: store timeouts are seconds, children are waited for
 // with a bound and killed by pid when it passes.
@@ -10,17 +10,18 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "common/deadline.h"
-#include "common/socket.h"
+#include "common/fd.h"
 #include "meshcomm/error.h"
 #include "meshcomm/store.h"
 #include "multiprocess.h"
@@ -84,6 +85,27 @@ uint16_t unusedPort() {
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
   return ntohs(a.sin_port);
 }
+
+// Threads joined when the scope ends, so a failed assertion or an
+// exception in the test body never destroys a joinable std::thread (which
+// would abort the whole test binary). Every thread body is bounded by a
+// store timeout, so the join is bounded too.
+class ScopedThreads {
+ public:
+  ~ScopedThreads() { join(); }
+  template <class F>
+  void spawn(F&& f) {
+    threads_.emplace_back(std::forward<F>(f));
+  }
+  void join() {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+};
 
 // Runs f and returns the message of the E it throws; fails the test when
 // nothing is thrown (any other exception type escapes and fails it too).
@@ -264,7 +286,8 @@ TEST_F(TCPStoreTest, Append) {
 TEST_F(TCPStoreTest, AppendWakesAWaitingGet) {
   TCPStore server(serverOptions());
   TCPStore waiter(clientOptions(server.port()));
-  std::thread t([&] { EXPECT_EQ(waiter.getString("appended"), "x"); });
+  ScopedThreads t;
+  t.spawn([&] { EXPECT_EQ(waiter.getString("appended"), "x"); });
   std::this_thread::sleep_for(50ms);
   server.append("appended", b("x"));
   t.join();
@@ -294,7 +317,8 @@ TEST_F(TCPStoreTest, MultiGetWaitsForEveryKey) {
   TCPStore server(serverOptions());
   TCPStore client(clientOptions(server.port()));
   server.set("first", "1");
-  std::thread setter([&] {
+  ScopedThreads setter;
+  setter.spawn([&] {
     std::this_thread::sleep_for(100ms);
     server.set("second", "2");
   });
@@ -313,7 +337,8 @@ TEST_F(TCPStoreTest, WaitReturnsOnceEveryKeyExists) {
   client.wait({});  // nothing to wait for
   server.set("a", "1");
   client.wait({"a"}, 1s);
-  std::thread setter([&] {
+  ScopedThreads setter;
+  setter.spawn([&] {
     std::this_thread::sleep_for(50ms);
     server.set("b", "2");
     std::this_thread::sleep_for(50ms);
@@ -371,7 +396,8 @@ TEST_F(TCPStoreTest, ParkedRequestDoesNotBlockOtherClients) {
   TCPStore parked(clientOptions(server.port()));
   TCPStore busy(clientOptions(server.port()));
   std::atomic<bool> done{false};
-  std::thread t([&] {
+  ScopedThreads t;
+  t.spawn([&] {
     EXPECT_EQ(parked.getString("later"), "now");
     done = true;
   });
@@ -391,15 +417,15 @@ TEST_F(TCPStoreTest, ManyWaitersOnOneKeyAllWake) {
     clients.push_back(std::make_unique<TCPStore>(clientOptions(server.port())));
   }
   std::atomic<int> woke{0};
-  std::vector<std::thread> threads;
+  ScopedThreads threads;
   for (int i = 0; i < kWaiters; ++i) {
-    threads.emplace_back([&, i] {
+    threads.spawn([&, i] {
       if (clients[static_cast<size_t>(i)]->getString("go") == "value") ++woke;
     });
   }
   std::this_thread::sleep_for(50ms);
   server.set("go", "value");
-  for (auto& t : threads) t.join();
+  threads.join();
   EXPECT_EQ(woke.load(), kWaiters);
 }
 
@@ -407,16 +433,16 @@ TEST_F(TCPStoreTest, OneStoreSharedByManyThreads) {
   TCPStore server(serverOptions());
   TCPStore shared(clientOptions(server.port()));
   constexpr int kThreads = 4, kAdds = 250;
-  std::vector<std::thread> threads;
+  ScopedThreads threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
+    threads.spawn([&, t] {
       for (int i = 0; i < kAdds; ++i) {
         shared.add("total", 1);
         shared.set(numbered("t", t), std::to_string(i));
       }
     });
   }
-  for (auto& t : threads) t.join();
+  threads.join();
   EXPECT_EQ(server.getString("total"), std::to_string(kThreads * kAdds));
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(server.getString(numbered("t", t)), std::to_string(kAdds - 1));
@@ -433,6 +459,7 @@ TEST_F(TCPStoreTest, PortZeroPicksAFreePort) {
   a.set("only-in-a", "1");
   TCPStore client(clientOptions(b2.port()));
   EXPECT_FALSE(client.isServer());
+  EXPECT_EQ(client.host(), "127.0.0.1");
   EXPECT_EQ(client.port(), b2.port());
   EXPECT_FALSE(client.check({"only-in-a"}));
 }
@@ -449,6 +476,20 @@ TEST_F(TCPStoreTest, ExplicitPortIsUsed) {
   EXPECT_EQ(server.getString("k"), "v");
   // A second server cannot take the same port.
   EXPECT_THROW(TCPStore{opts}, Error);
+}
+
+TEST_F(TCPStoreTest, ServerOnEveryInterfaceIsReachableByName) {
+  for (const std::string host : {"0.0.0.0", ""}) {
+    SCOPED_TRACE("bind host '" + host + "'");
+    auto opts = serverOptions();
+    opts.host = host;
+    TCPStore server(opts);  // its own client connects through loopback
+    server.set("k", "v");
+    auto copts = clientOptions(server.port());
+    copts.host = "localhost";
+    TCPStore client(copts);
+    EXPECT_EQ(client.getString("k"), "v");
+  }
 }
 
 TEST_F(TCPStoreTest, BadOptionsAreInvalidArgument) {
@@ -492,10 +533,10 @@ TEST_F(TCPStoreTest, ClientsStartedBeforeTheServerConnectByRetrying) {
   uint16_t port = unusedPort();
   ASSERT_NE(port, 0);
   constexpr int kClients = 3;
-  std::vector<std::thread> threads;
   std::atomic<int> ok{0};
+  ScopedThreads threads;
   for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
+    threads.spawn([&, i] {
       try {
         TCPStore c(clientOptions(port, 10s));
         c.set("thread/" + std::to_string(i), "up");
@@ -513,12 +554,58 @@ TEST_F(TCPStoreTest, ClientsStartedBeforeTheServerConnectByRetrying) {
   TCPStore server(opts);  // returns once all three clients are in
   server.wait({"thread/0", "thread/1", "thread/2"}, 10s);
   server.set("release", "1");
-  for (auto& t : threads) t.join();
+  threads.join();
   EXPECT_EQ(ok.load(), kClients);
 }
 
 // ---------------------------------------------------------------------------
 // Across processes.
+
+// The fork helper the tests below rely on: exit codes, exceptions, signals,
+// and a straggler killed at the time bound.
+TEST(MultiProcessHelper, ReportsExitCodesSignalsAndKillsStragglers) {
+  auto t0 = Clock::now();
+  auto st = test::runChildren(
+      4,
+      [](int rank) -> int {
+        switch (rank) {
+          case 0: return test::kExitOk;
+          case 1: return 5;
+          case 2: throw std::runtime_error("thrown in a child");
+          default: ::pause(); return test::kExitOk;  // never ends on its own
+        }
+      },
+      300ms);
+  ASSERT_EQ(st.size(), 4u);
+  EXPECT_TRUE(st[0].ok()) << st[0].describe();
+  EXPECT_TRUE(st[1].exited && st[1].exitCode == 5) << st[1].describe();
+  EXPECT_TRUE(st[2].exited && st[2].exitCode == test::kExitException) << st[2].describe();
+  EXPECT_TRUE(st[3].timedOut && st[3].signaled && st[3].termSignal == SIGKILL)
+      << st[3].describe();
+  EXPECT_FALSE(test::allOk(st));
+  EXPECT_LT(since(t0), 5s);
+  for (const auto& s : st) EXPECT_NE(::kill(s.pid, 0), 0) << "pid " << s.pid << " survived";
+}
+
+TEST_F(TCPStoreTest, ProcessesForkedWithARunningServerAppendToOneKey) {
+  TCPStore server(serverOptions());
+  const uint16_t port = server.port();
+  constexpr int kProcs = 4, kAppends = 50;
+  auto st = test::runChildren(
+      kProcs,
+      [port](int rank) {
+        TCPStore c(clientOptions(port));
+        for (int i = 0; i < kAppends; ++i) c.append("log", b(std::to_string(rank)));
+        return test::kExitOk;
+      },
+      20s);
+  ASSERT_TRUE(test::allOk(st)) << test::describeAll(st);
+  std::string log = server.getString("log");
+  ASSERT_EQ(log.size(), static_cast<size_t>(kProcs * kAppends));
+  for (int r = 0; r < kProcs; ++r) {
+    EXPECT_EQ(std::count(log.begin(), log.end(), static_cast<char>('0' + r)), kAppends);
+  }
+}
 
 TEST_F(TCPStoreTest, ForkedClientsStartedBeforeTheServer) {
   uint16_t port = unusedPort();
@@ -605,11 +692,11 @@ TEST_F(TCPStoreTest, ServerOwnClientIsNotAWorker) {
   opts.worldSize = 2;
   std::string msg = thrown<Timeout>([&] { TCPStore server(opts); });
   EXPECT_CONTAINS(msg, "only 0 of 1");
-  // Without waitForWorkers the constructor does not wait.
+  // Without waitForWorkers the constructor does not wait (or it would
+  // throw the same Timeout: no worker ever comes).
   opts.waitForWorkers = false;
-  auto t0 = Clock::now();
   TCPStore server(opts);
-  EXPECT_LT(since(t0), 300ms);
+  EXPECT_EQ(server.add("up", 1), 1);
 }
 
 TEST_F(TCPStoreTest, GetBlocksUntilAnotherProcessSetsTheKey) {
@@ -713,7 +800,8 @@ TEST_F(TCPStoreTest, ClientGetsStoreErrorAfterTheServerDied) {
   ASSERT_EQ(client.getString("k"), "v");
 
   std::atomic<bool> parkedFailed{false};
-  std::thread waiter([&] {
+  ScopedThreads waiter;
+  waiter.spawn([&] {
     try {
       parked.get("never-set");
     } catch (const StoreError&) {
@@ -745,6 +833,62 @@ TEST_F(TCPStoreTest, ClientGetsStoreErrorWhenAnInProcessServerIsDestroyed) {
   auto t0 = Clock::now();
   thrown<StoreError>([&] { client.getString("k"); });
   EXPECT_LT(since(t0), 2s);
+}
+
+TEST_F(TCPStoreTest, AppendOnDisconnectFiresWhenTheConnectionCloses) {
+  TCPStore server(serverOptions());
+  auto client = std::make_unique<TCPStore>(clientOptions(server.port()));
+  client->appendOnDisconnect("dead", b("first;"));
+  client->appendOnDisconnect("dead", b("r1;"));  // replaces the registration
+  EXPECT_FALSE(server.check({"dead"}));           // nothing until it closes
+  client.reset();
+  EXPECT_EQ(server.getString("dead"), "r1;");      // get waits for the close
+
+  auto second = std::make_unique<TCPStore>(clientOptions(server.port()));
+  second->appendOnDisconnect("dead", b("r2;"));
+  second.reset();
+  server.wait({"dead"});
+  for (auto t0 = Clock::now(); server.getString("dead") != "r1;r2;" && since(t0) < 5s;) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(server.getString("dead"), "r1;r2;");
+}
+
+TEST_F(TCPStoreTest, ClearOnDisconnectCancelsTheRegistration) {
+  TCPStore server(serverOptions());
+  auto client = std::make_unique<TCPStore>(clientOptions(server.port()));
+  client->appendOnDisconnect("dead", b("x"));
+  client->clearOnDisconnect();
+  client->set("marker", "1");
+  client.reset();
+  // The close is processed in order after the marker; give it time to run.
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(server.check({"dead"}));
+  EXPECT_THROW(server.appendOnDisconnect("", b("x")), InvalidArgument);
+  EXPECT_THROW(server.appendOnDisconnect("k", Bytes(store::kMaxOnCloseValueBytes + 1)),
+               InvalidArgument);
+}
+
+TEST_F(TCPStoreTest, AppendOnDisconnectFiresWhenAProcessIsKilled) {
+  PipeChannel portChannel;
+  ChildGroup child(1, [&portChannel](int) {
+    auto port = static_cast<uint16_t>(portChannel.receiveOrExit(10s));
+    TCPStore c(clientOptions(port));
+    c.appendOnDisconnect("lost", b("rank7;"));
+    c.set("registered", "1");
+    c.get("never-set");  // parked until the parent kills this process
+    return test::kExitOk;
+  });
+  TCPStore server(serverOptions());
+  ASSERT_TRUE(portChannel.post(server.port(), 1));
+  server.wait({"registered"}, 10s);
+  EXPECT_FALSE(server.check({"lost"}));
+  child.signal(0, SIGKILL);
+  auto t0 = Clock::now();
+  EXPECT_EQ(server.getString("lost"), "rank7;");
+  EXPECT_LT(since(t0), 5s);
+  auto st = child.waitAll(10s);
+  EXPECT_TRUE(st[0].signaled && st[0].termSignal == SIGKILL) << st[0].describe();
 }
 
 // ---------------------------------------------------------------------------
@@ -821,7 +965,8 @@ TEST_F(TCPStoreTest, MissingTokenIsRefusedWithStoreErrorNamingTheVariable) {
 TEST_F(TCPStoreTest, RefusedClientsDoNotCountAsWorkers) {
   uint16_t port = unusedPort();
   ASSERT_NE(port, 0);
-  std::thread intruder([port] {
+  ScopedThreads intruder;
+  intruder.spawn([port] {
     auto copts = clientOptions(port, 5s);
     copts.authToken = "guess";
     try {
@@ -1009,254 +1154,13 @@ TEST_F(TCPStoreTest, PrefixStoreWaitsAcrossClients) {
   auto client = std::make_shared<TCPStore>(clientOptions(server->port()));
   PrefixStore viaServer("job", server);
   PrefixStore viaClient("job", client);
-  std::thread setter([&] {
+  ScopedThreads setter;
+  setter.spawn([&] {
     std::this_thread::sleep_for(50ms);
     viaServer.set("ready", "yes");
   });
   EXPECT_EQ(viaClient.getString("ready"), "yes");
   setter.join();
-}
-
-// ---------------------------------------------------------------------------
-// The server's request handling, seen through a raw socket.
-
-// A bare protocol connection: sends bytes and reads whole response frames.
-class RawConnection {
- public:
-  explicit RawConnection(uint16_t port) {
-    std::string why;
-    fd_ = tryConnectTcp("127.0.0.1", port, Deadline::after(5s), &why);
-    EXPECT_TRUE(fd_.valid()) << why;
-  }
-  void send(const Bytes& bytes) {
-    IoResult r = sendAll(fd_.get(), bytes.data(), bytes.size(), Deadline::after(5s));
-    ASSERT_TRUE(r.ok()) << r.describe();
-  }
-  void send(store::Op op, const std::vector<Bytes>& args) {
-    send(store::encodeFrame(static_cast<uint8_t>(op), args));
-  }
-  // The next response, or nullopt on EOF, error or timeout.
-  std::optional<store::Frame> read(std::chrono::milliseconds timeout = 5s) {
-    Deadline deadline = Deadline::after(timeout);
-    for (;;) {
-      if (offset_ < buf_.size()) {
-        store::FrameDecoder::Result r;
-        offset_ += decoder_.feed(buf_.data() + offset_, buf_.size() - offset_, &r);
-        if (r == store::FrameDecoder::Result::kFrame) return decoder_.take();
-        if (r == store::FrameDecoder::Result::kError) {
-          ADD_FAILURE() << "malformed response: " << decoder_.error();
-          return std::nullopt;
-        }
-        continue;
-      }
-      buf_.resize(4096);
-      offset_ = 0;
-      ssize_t n = ::recv(fd_.get(), buf_.data(), buf_.size(), 0);
-      if (n > 0) {
-        buf_.resize(static_cast<size_t>(n));
-        continue;
-      }
-      buf_.clear();
-      if (n == 0) return std::nullopt;
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return std::nullopt;
-      if (!waitReadable(fd_.get(), deadline).ok()) return std::nullopt;
-    }
-  }
-  // Whether the server closes the connection within the timeout.
-  bool closedByPeer(std::chrono::milliseconds timeout = 5s) {
-    Deadline deadline = Deadline::after(timeout);
-    uint8_t byte;
-    for (;;) {
-      ssize_t n = ::recv(fd_.get(), &byte, 1, 0);
-      if (n == 0) return true;
-      if (n < 0 && errno == ECONNRESET) return true;
-      if (n > 0) return false;
-      if (!waitReadable(fd_.get(), deadline).ok()) return false;
-    }
-  }
-  void hello() {
-    send(store::Op::kHello, {store::encodeU64(0), b("raw")});
-    auto r = read();
-    ASSERT_TRUE(r.has_value());
-    ASSERT_EQ(r->code, static_cast<uint8_t>(store::Status::kOk));
-  }
-
- private:
-  Fd fd_;
-  store::FrameDecoder decoder_{store::Role::kClient, StoreLimits{}};
-  Bytes buf_;
-  size_t offset_ = 0;
-};
-
-uint8_t statusCode(store::Status s) { return static_cast<uint8_t>(s); }
-
-TEST_F(TCPStoreTest, WireRequestBeforeHelloIsRefused) {
-  TCPStore server(serverOptions());
-  RawConnection raw(server.port());
-  raw.send(store::Op::kSet, {b("k"), b("v")});
-  auto r = raw.read();
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->code, statusCode(store::Status::kBadRequest));
-  ASSERT_EQ(r->args.size(), 1u);
-  EXPECT_CONTAINS(str(r->args[0]), "hello");
-  EXPECT_TRUE(raw.closedByPeer());
-  EXPECT_FALSE(server.check({"k"}));
-}
-
-TEST_F(TCPStoreTest, WireRequestBeforeHelloOnAnAuthServerAsksForTheToken) {
-  auto opts = serverOptions();
-  opts.authToken = "t";
-  TCPStore server(opts);
-  RawConnection raw(server.port());
-  raw.send(store::Op::kNumKeys, {});
-  auto r = raw.read();
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->code, statusCode(store::Status::kAuthRequired));
-  EXPECT_CONTAINS(str(r->args.at(0)), "MESHCOMM_AUTH_TOKEN");
-  EXPECT_TRUE(raw.closedByPeer());
-
-  // Skipping AUTH after HELLO is refused too.
-  RawConnection skip(server.port());
-  skip.send(store::Op::kHello, {store::encodeU64(0), b("raw")});
-  auto hello = skip.read();
-  ASSERT_TRUE(hello.has_value());
-  ASSERT_EQ(hello->args.size(), 2u);
-  EXPECT_EQ(hello->args[0], Bytes{1});    // authentication required
-  EXPECT_EQ(hello->args[1].size(), 32u);  // the nonce
-  skip.send(store::Op::kSet, {b("k"), b("v")});
-  auto refused = skip.read();
-  ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->code, statusCode(store::Status::kAuthFailed));
-  EXPECT_TRUE(skip.closedByPeer());
-  EXPECT_FALSE(server.check({"k"}));
-}
-
-TEST_F(TCPStoreTest, WireSecondHelloIsABadRequest) {
-  TCPStore server(serverOptions());
-  RawConnection raw(server.port());
-  raw.hello();
-  raw.send(store::Op::kHello, {store::encodeU64(0), b("again")});
-  auto r = raw.read();
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->code, statusCode(store::Status::kBadRequest));
-  EXPECT_TRUE(raw.closedByPeer());
-}
-
-TEST_F(TCPStoreTest, WirePipelinedRequestsAreAnsweredInOrder) {
-  TCPStore server(serverOptions());
-  RawConnection raw(server.port());
-  Bytes batch;
-  auto add = [&](store::Op op, const std::vector<Bytes>& args) {
-    Bytes f = store::encodeFrame(static_cast<uint8_t>(op), args);
-    batch.insert(batch.end(), f.begin(), f.end());
-  };
-  add(store::Op::kHello, {store::encodeU64(0), b("raw")});
-  add(store::Op::kSet, {b("a"), b("1")});
-  add(store::Op::kGet, {store::encodeU64(1000), b("a")});
-  add(store::Op::kAdd, {b("c"), store::encodeI64(7)});
-  add(store::Op::kNumKeys, {});
-  raw.send(batch);  // one write: the server sees them all at once
-  auto hello = raw.read();
-  auto set = raw.read();
-  auto get = raw.read();
-  auto addr = raw.read();
-  auto num = raw.read();
-  ASSERT_TRUE(hello && set && get && addr && num);
-  EXPECT_EQ(set->code, statusCode(store::Status::kOk));
-  ASSERT_EQ(get->args.size(), 1u);
-  EXPECT_EQ(str(get->args[0]), "1");
-  int64_t v = 0;
-  ASSERT_TRUE(store::decodeI64(addr->args.at(0), &v));
-  EXPECT_EQ(v, 7);
-  ASSERT_TRUE(store::decodeI64(num->args.at(0), &v));
-  EXPECT_EQ(v, 2);
-}
-
-TEST_F(TCPStoreTest, WireRequestsBehindAParkedGetRunAfterItCompletes) {
-  TCPStore server(serverOptions());
-  RawConnection raw(server.port());
-  raw.hello();
-  Bytes batch = store::encodeFrame(static_cast<uint8_t>(store::Op::kGet),
-                                   {store::encodeU64(10000), b("x")});
-  Bytes ping = store::encodeFrame(static_cast<uint8_t>(store::Op::kAdd),
-                                  {b("after"), store::encodeI64(1)});
-  batch.insert(batch.end(), ping.begin(), ping.end());
-  raw.send(batch);
-  std::this_thread::sleep_for(100ms);
-  // The add queued behind the parked get has not run yet.
-  EXPECT_FALSE(server.check({"after"}));
-  server.set("x", "value");
-  auto get = raw.read();
-  auto added = raw.read();
-  ASSERT_TRUE(get && added);
-  EXPECT_EQ(str(get->args.at(0)), "value");
-  EXPECT_EQ(added->code, statusCode(store::Status::kOk));
-  EXPECT_EQ(server.getString("after"), "1");
-}
-
-TEST_F(TCPStoreTest, WireRequestsBehindATimedOutWaitStillRun) {
-  TCPStore server(serverOptions());
-  server.set("a", "1");
-  RawConnection raw(server.port());
-  raw.hello();
-  Bytes batch = store::encodeFrame(static_cast<uint8_t>(store::Op::kWait),
-                                   {store::encodeU64(100), b("a"), b("missing")});
-  Bytes ping = store::encodeFrame(static_cast<uint8_t>(store::Op::kPing), {});
-  batch.insert(batch.end(), ping.begin(), ping.end());
-  raw.send(batch);
-  auto wait = raw.read();
-  auto pong = raw.read();
-  ASSERT_TRUE(wait && pong);
-  EXPECT_EQ(wait->code, statusCode(store::Status::kTimeout));
-  // The timeout response lists the message, then each missing key.
-  ASSERT_EQ(wait->args.size(), 2u);
-  EXPECT_CONTAINS(str(wait->args[0]), "'missing'");
-  EXPECT_EQ(str(wait->args[1]), "missing");
-  EXPECT_EQ(pong->code, statusCode(store::Status::kOk));
-}
-
-TEST_F(TCPStoreTest, WireMalformedFrameGetsBadRequestThenClose) {
-  TCPStore server(serverOptions());
-  RawConnection raw(server.port());
-  raw.hello();
-  Bytes junk = b("this is not a store frame at all");
-  raw.send(junk);
-  auto r = raw.read();
-  ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->code, statusCode(store::Status::kBadRequest));
-  EXPECT_CONTAINS(str(r->args.at(0)), "malformed request");
-  EXPECT_TRUE(raw.closedByPeer());
-  EXPECT_EQ(server.numKeys(), 0);
-}
-
-TEST_F(TCPStoreTest, WireClientThatStopsReadingDoesNotStallTheServer) {
-  TCPStore server(serverOptions());
-  server.set("big", Bytes(4 << 20, 'b'));
-  RawConnection hog(server.port());
-  hog.hello();
-  Bytes batch;
-  Bytes get = store::encodeFrame(static_cast<uint8_t>(store::Op::kGet),
-                                 {store::encodeU64(1000), b("big")});
-  for (int i = 0; i < 64; ++i) batch.insert(batch.end(), get.begin(), get.end());
-  hog.send(batch);  // 256 MiB of responses requested, none read
-  TCPStore other(clientOptions(server.port(), 5s));
-  auto t0 = Clock::now();
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(other.add("n", 1), i + 1);
-  EXPECT_LT(since(t0), 3s);
-}
-
-TEST_F(TCPStoreTest, WireClientClosingWhileParkedIsForgotten) {
-  TCPStore server(serverOptions());
-  {
-    RawConnection raw(server.port());
-    raw.hello();
-    raw.send(store::Op::kGet, {store::encodeU64(store::kNoTimeout), b("k")});
-    std::this_thread::sleep_for(50ms);
-  }  // closed while parked
-  std::this_thread::sleep_for(50ms);
-  server.set("k", "v");  // wakes nobody; must not touch the closed connection
-  EXPECT_EQ(server.getString("k"), "v");
-  EXPECT_EQ(server.numKeys(), 1);
 }
 
 }  // namespace

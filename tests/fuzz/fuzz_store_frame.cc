@@ -24,13 +24,6 @@
 
 #include "store/protocol.h"
 
-// The build adds -fsanitize=fuzzer,address,undefined to this target only,
-// not to the library it links, so a decoder linked from meshcomm_internal
-// would be invisible to coverage guidance and unchecked by ASan/UBSan.
-// Compiling the decoder into this translation unit instruments it; the
-// archive's copy of protocol.cc is then never pulled in by the linker.
-#include "store/protocol.cc"  // NOLINT(bugprone-suspicious-include)
-
 namespace {
 
 using meshcomm::Bytes;

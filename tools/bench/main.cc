@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -68,8 +69,21 @@ RunDescription describe(const Options& o, int nranks, const std::string& launch)
   return d;
 }
 
-// Joins the job, runs the sweep, leaves. Returns the rank's exit code.
-int runRank(const Options& o, const InitOptions& init, const std::string& launch) {
+// Waits until every rank has reached this point, through the store rather
+// than the group: a rank that leaves its World closes its connections, and
+// a peer still finishing the last collective would see that as a lost peer.
+void storeBarrier(Store& store, int nranks) {
+  constexpr const char* kArrived = "meshcomm-bench/finished";
+  constexpr const char* kAll = "meshcomm-bench/finished/all";
+  if (store.add(kArrived, 1) == nranks) store.set(kAll, std::string("1"));
+  store.wait({kAll});
+}
+
+// Joins the job, runs the sweep, leaves. `openSync` gives a store every rank
+// can reach, used to leave together; it is called after the job has formed.
+// Returns the rank's exit code.
+int runRank(const Options& o, const InitOptions& init, const std::string& launch,
+            const std::function<std::shared_ptr<Store>()>& openSync) {
   auto world = World::init(init);
   auto group = world->worldGroup();
   std::unique_ptr<Reporter> reporter;
@@ -79,9 +93,7 @@ int runRank(const Options& o, const InitOptions& init, const std::string& launch
   }
   int rc = runSweep(o, *group, reporter.get());
   if (reporter) reporter->end();
-  OpOptions last;
-  last.blocking = true;
-  group->barrier(last)->wait();
+  storeBarrier(*openSync(), world->size());
   group.reset();
   world.reset();
   return rc;
@@ -141,7 +153,8 @@ int childMain(const Options& o, int rank, int nranks, int pipeRead, int pipeWrit
   init.rank = rank;
   init.worldSize = nranks;
   init.timeout = o.timeout;
-  int rc = runRank(o, init, "fork, TCPStore on 127.0.0.1:" + std::to_string(store->port()));
+  int rc = runRank(o, init, "fork, TCPStore on 127.0.0.1:" + std::to_string(store->port()),
+                   [&store] { return store; });
 
   if (rank == 0) {
     auto until = Clock::now() + o.timeout;
@@ -291,7 +304,16 @@ int runLaunched(Options o) {
   std::string launch = std::string("env:// (MASTER_ADDR ") + std::getenv("MASTER_ADDR") + ":" +
                        std::getenv("MASTER_PORT") + ")";
   try {
-    return runRank(o, init, launch);
+    // A second connection to the job's store, which rank 0's World hosts
+    // until every rank has left.
+    auto openSync = [&o]() -> std::shared_ptr<Store> {
+      TCPStoreOptions so;
+      so.host = std::getenv("MASTER_ADDR");
+      so.port = static_cast<uint16_t>(std::atoi(std::getenv("MASTER_PORT")));
+      so.timeout = o.timeout;
+      return std::make_shared<TCPStore>(so);
+    };
+    return runRank(o, init, launch, openSync);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "meshcomm-bench: rank %s: %s\n", std::getenv("RANK"), e.what());
     return kExitRuntime;

@@ -104,7 +104,10 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
 
 void AlignedBuffer::Free::operator()(std::byte* p) const { std::free(p); }
 
-int defaultSlotCount(size_t slotBytes) {
+int defaultSlotCount(const Shape& shape, DType dtype, bool inPlace) {
+  const size_t w = dtypeSize(dtype);
+  size_t slotBytes = roundUp(static_cast<size_t>(shape.sendCount) * w, kSlotAlignment);
+  if (!inPlace) slotBytes += roundUp(static_cast<size_t>(shape.recvCount) * w, kSlotAlignment);
   if (slotBytes == 0) return 1;
   size_t cover = (kCoverBytes + slotBytes - 1) / slotBytes;
   size_t slots = std::max<size_t>(cover, kMinSlots);

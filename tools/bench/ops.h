@@ -115,10 +115,10 @@ class Slots {
   AlignedBuffer send_, recv_;
 };
 
-// The default number of slots for a message of `slotBytes` (input and output
-// together): enough to cover 64 MiB, at least 4, but no more than 256 MiB
-// in total (at least one slot).
-int defaultSlotCount(size_t slotBytes);
+// The default number of slots for one shape (input and output together,
+// each rounded up to a cache line): enough to cover 64 MiB, at least 4, but
+// no more than 256 MiB in total (at least one slot).
+int defaultSlotCount(const Shape& shape, DType dtype, bool inPlace);
 
 // Issues one operation of `info` on `group` with slot `slot`'s buffers.
 WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slots, int slot,

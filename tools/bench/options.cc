@@ -109,7 +109,8 @@ Options:
                         --window operations in flight)
       --window N        in-flight operations with --mode async (default 16)
       --csv             print CSV: op,nranks,bytes,count,dtype,time_us,
-                        algbw_gbps,busbw_gbps,check
+                        algbw_gbps,busbw_gbps,check (check: ok, fail or
+                        skip); nothing else goes to stdout
       --timeout-ms T    deadline of every operation (default 60000)
       --time-limit S    deadline of the whole run in seconds (default 900);
                         ranks still running then are killed
@@ -131,7 +132,8 @@ Sizes follow nccl-tests. For a size S, dtype size w, n ranks and count = S/w:
     sendrecv (each rank sends to rank+1 and receives from rank-1).
   barrier prints a single row of size 0 and no bandwidth.
   time(us) is the largest, over ranks, of each rank's mean time per operation
-  over the timed iterations, which start together after a barrier.
+  over the timed iterations, which start together after a barrier. The table
+  also shows the iteration count; rows appear as each size finishes.
 
 Exit codes: 0 ok, 1 a --check failed, 2 bad arguments, 3 a rank failed or the
 run exceeded --time-limit.
@@ -247,9 +249,11 @@ ParseResult parseOptions(int argc, char** argv, Options& o) {
       name = std::string(body.substr(0, eq));
       if (eq != std::string_view::npos) value = body.substr(eq + 1);
     } else {
-      auto it = arg.size() == 2 ? shortNames.find(arg[1]) : shortNames.end();
+      // -n 4 or -n4, as getopt accepts.
+      auto it = shortNames.find(arg[1]);
       if (it == shortNames.end()) return fail("unknown option '" + std::string(arg) + "'");
       name = it->second;
+      if (arg.size() > 2) value = arg.substr(2);
     }
     auto setter = valued.find(name);
     if (setter == valued.end()) return fail("unknown option '" + std::string(arg) + "'");

@@ -135,15 +135,12 @@ int runSweep(const Options& options, ProcessGroup& group, Reporter* reporter) {
   const int rank = group.rank();
   const int nranks = group.size();
   const ValueClass cls = valueClassFor(info.reduces, options.op);
-  const size_t w = dtypeSize(options.dtype);
   bool anyFailed = false;
 
   for (uint64_t bytes : sweepSizes(options)) {
     Shape shape = shapeFor(info, bytes, options.dtype, nranks, rank, options.root);
-    size_t slotBytes = static_cast<size_t>(shape.sendCount) * w +
-                       (info.inPlace ? 0 : static_cast<size_t>(shape.recvCount) * w);
     int slotCount = options.buffers > 0 ? static_cast<int>(options.buffers)
-                                        : defaultSlotCount(slotBytes);
+                                        : defaultSlotCount(shape, options.dtype, info.inPlace);
     Slots slots(shape, options.dtype, info.inPlace, slotCount);
     slots.fillAll(cls, rank);
     Loop loop(options, group, slots);
