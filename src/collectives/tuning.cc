@@ -79,7 +79,7 @@ Algorithm chooseReduce(size_t bytes, int groupSize) {
 
 size_t pipelineChunkBytes(size_t bytes) {
   static const size_t configured = static_cast<size_t>(
-      std::max<int64_t>(4096, envIntOr("MESHCOMM_CHUNK_BYTES", 256 * 1024)));
+      std::max<int64_t>(4096, envIntOr("MESHCOMM_CHUNK_BYTES", 1024 * 1024)));
   return std::min(std::max<size_t>(bytes, 1), configured);
 }
 
