@@ -2,7 +2,11 @@
 
 The package offers MindSpore's ``mint.distributed`` API on top of meshcomm's
 C++ core (the ``_meshcomm`` extension). Each area lives in its own module and
-is re-exported here; ``__all__`` lists the public names.
+is re-exported here; ``__all__`` lists the public names. docs/python-api.md
+has an example of every function.
+
+Tensors are numpy arrays, torch CPU tensors, :class:`bfloat16` views, or
+any DLPack / buffer-protocol object; see :mod:`meshcomm._tensor`.
 """
 
 from ._errors import (
@@ -12,6 +16,51 @@ from ._errors import (
     DistStoreError,
     DistTimeoutError,
 )
+from ._state import WORLD_COMM_GROUP
+from ._tensor import bfloat16
+from .alltoall import all_to_all, all_to_all_single, all_to_all_v_c
+from .collectives import (
+    all_reduce,
+    barrier,
+    broadcast,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_tensor,
+    reduce_scatter_tensor_uneven,
+)
+from .gather_scatter import (
+    all_gather,
+    all_gather_into_tensor,
+    all_gather_into_tensor_uneven,
+    gather,
+    gather_into_tensor,
+    scatter,
+    scatter_tensor,
+)
+from .group_options import GroupOptions
+from .groups import (
+    destroy_process_group,
+    get_backend,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_available,
+    is_initialized,
+    new_group,
+)
+from .handle import CommHandle
+from .inplace import set_comm_ops_inplace
+from .objects import (
+    all_gather_object,
+    broadcast_object_list,
+    gather_object,
+    scatter_object_list,
+)
+from .p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
+from .reduce_op import ReduceOp
 from .store import TCPStore
 
 __all__ = [
@@ -23,4 +72,53 @@ __all__ = [
     "DistMismatchError",
     # store
     "TCPStore",
+    # process groups
+    "init_process_group",
+    "destroy_process_group",
+    "get_rank",
+    "get_world_size",
+    "new_group",
+    "get_backend",
+    "get_global_rank",
+    "get_process_group_ranks",
+    "get_group_rank",
+    "is_available",
+    "is_initialized",
+    "GroupOptions",
+    "WORLD_COMM_GROUP",
+    # tensors and handles
+    "ReduceOp",
+    "CommHandle",
+    "bfloat16",
+    "set_comm_ops_inplace",
+    # collectives
+    "all_reduce",
+    "all_gather_into_tensor",
+    "all_gather_into_tensor_uneven",
+    "all_to_all",
+    "all_to_all_single",
+    "all_to_all_v_c",
+    "reduce_scatter_tensor",
+    "reduce_scatter_tensor_uneven",
+    "gather",
+    "scatter",
+    "all_gather",
+    "reduce_scatter",
+    "barrier",
+    "broadcast",
+    "reduce",
+    "gather_into_tensor",
+    "scatter_tensor",
+    # point to point
+    "isend",
+    "irecv",
+    "send",
+    "recv",
+    "P2POp",
+    "batch_isend_irecv",
+    # objects
+    "all_gather_object",
+    "broadcast_object_list",
+    "gather_object",
+    "scatter_object_list",
 ]

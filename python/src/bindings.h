@@ -1,5 +1,5 @@
 // Entry points of the per-area pieces of the _meshcomm extension. Each area
-// (errors, store, later process groups and work handles) lives in its own
+// (errors, store, work handles, process groups) lives in its own
 // *_binding.cc and adds its names to the module in one init function, called
 // from module.cc in dependency order.
 //
@@ -20,5 +20,13 @@ void initErrors(pybind11::module_& m);
 
 // Adds Store (the abstract key-value interface) and TCPStore.
 void initStore(pybind11::module_& m);
+
+// Adds Work (an operation's handle) and the wait tuning knobs.
+void initWork(pybind11::module_& m);
+
+// Adds ProcessGroup, World, and the DTYPE_CODES / REDUCE_OP_CODES tables
+// that map numpy-style names to the C++ enum values. Needs initStore and
+// initWork first (World takes a Store, operations return a Work).
+void initProcessGroup(pybind11::module_& m);
 
 }  // namespace meshcomm::python

@@ -1,0 +1,148 @@
+"""Argument checks shared by the communication functions.
+
+Every check runs before any communication. Messages name the function and
+the argument; the exception types are MindSpore's (TypeError for a wrong
+type and, as MindSpore does, for a bad ``op`` value or list length;
+ValueError for values the core cannot use).
+"""
+
+import numpy as np
+
+from . import _meshcomm, _state, _tensor
+from .reduce_op import CODES as _OP_CODES
+
+_ndarray = np.ndarray
+_describe = _meshcomm.describe_buffer
+
+ALL_OPS = ("sum", "prod", "min", "max")
+
+
+def type_name(value):
+    return type(value).__name__
+
+
+def group_name(group, fn):
+    """The group's name: None means the world group."""
+    if group is None:
+        return _state.WORLD_COMM_GROUP
+    if not isinstance(group, str):
+        raise TypeError(f"{fn}: 'group' must be a str or None, got {type_name(group)}")
+    return group
+
+
+def async_flag(async_op, fn):
+    if not isinstance(async_op, bool):
+        raise TypeError(f"{fn}: 'async_op' must be a bool, got {type_name(async_op)}")
+
+
+def reduce_op(op, fn, allowed=ALL_OPS):
+    """The native code of a reduction name (or ReduceOp member)."""
+    if type(op) is str and allowed is ALL_OPS:
+        code = _OP_CODES.get(op)
+        if code is not None:
+            return code
+    if not isinstance(op, str):
+        raise TypeError(f"{fn}: 'op' must be a str such as ReduceOp.SUM, got {type_name(op)}")
+    if op not in allowed:
+        raise TypeError(f"{fn}: 'op' must be one of {', '.join(allowed)}, got {op!r}")
+    return _OP_CODES[op]
+
+
+def integer(value, fn, name):
+    # bool is an int subclass, but rank=True is a mistake, not rank 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{fn}: '{name}' must be an int, got {type_name(value)}")
+
+
+def tensor(obj, fn, name, writable=False):
+    """(descriptor, keep) of a tensor argument."""
+    if type(obj) is _ndarray:
+        # The common case; any problem is reported by the general path.
+        try:
+            return _describe(obj, writable), obj
+        except (TypeError, ValueError):
+            pass
+    try:
+        return _tensor.ref(obj, writable)
+    except TypeError as e:
+        raise TypeError(f"{fn}: '{name}': {e}") from None
+    except ValueError as e:
+        raise ValueError(f"{fn}: '{name}': {e}") from None
+
+
+def is_tensor(obj, fn, name):
+    if not _tensor.is_tensor(obj):
+        raise TypeError(f"{fn}: '{name}' must be a tensor (numpy array, torch CPU tensor, "
+                        f"meshcomm.bfloat16, DLPack or buffer object), got {type_name(obj)}")
+
+
+def tensor_list(objs, fn, name, same_shape=False):
+    """Checks a list/tuple of tensors: type, and equal dtypes (and shapes)."""
+    if not isinstance(objs, (list, tuple)):
+        raise TypeError(f"{fn}: '{name}' must be a list or tuple of tensors, got "
+                        f"{type_name(objs)}")
+    first_dtype = first_shape = None
+    for i, t in enumerate(objs):
+        is_tensor(t, fn, f"{name}[{i}]")
+        dtype = _tensor.dtype_of(t)
+        if i == 0:
+            first_dtype, first_shape = dtype, _tensor.shape_of(t) if same_shape else None
+            continue
+        if dtype != first_dtype:
+            raise TypeError(f"{fn}: the tensors in '{name}' must share one dtype, got "
+                            f"{first_dtype} and {dtype}")
+        if same_shape and _tensor.shape_of(t) != first_shape:
+            raise TypeError(f"{fn}: the tensors in '{name}' must share one shape, got "
+                            f"{first_shape} and {_tensor.shape_of(t)}")
+
+
+def list_length(objs, size, fn, name):
+    if not objs or len(objs) != size:
+        raise TypeError(f"{fn}: '{name}' must hold one tensor per rank of the group "
+                        f"({size}), got {len(objs)}")
+
+
+def same_as(t, ref, fn, name, ref_name):
+    """TypeError unless tensor t has ref's dtype and shape."""
+    if _tensor.dtype_of(t) != _tensor.dtype_of(ref):
+        raise TypeError(f"{fn}: '{name}' and '{ref_name}' must have the same dtype, got "
+                        f"{_tensor.dtype_of(t)} and {_tensor.dtype_of(ref)}")
+    if _tensor.shape_of(t) != _tensor.shape_of(ref):
+        raise TypeError(f"{fn}: '{name}' and '{ref_name}' must have the same shape, got "
+                        f"{_tensor.shape_of(t)} and {_tensor.shape_of(ref)}")
+
+
+def group_rank(pg, global_rank, fn, name):
+    """The group rank of a world rank; ValueError for non-members."""
+    r = pg.to_group_rank(global_rank)
+    if r < 0:
+        raise ValueError(f"{fn}: {name}={global_rank} is not a member of group '{pg.name}' "
+                         f"(world ranks {list(pg.world_ranks)})")
+    return r
+
+
+def row_elements(shape):
+    """Elements per first-dimension row of a tensor of this shape."""
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    return n
+
+
+def split_sizes(sizes, fn, name, size):
+    """Checks an optional list of per-rank row counts; returns a list or None."""
+    if sizes is None:
+        return None
+    if not isinstance(sizes, (list, tuple)):
+        raise TypeError(f"{fn}: '{name}' must be a list or tuple of ints, got {type_name(sizes)}")
+    if len(sizes) == 0:
+        return None
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(f"{fn}: '{name}' must hold ints, got {type_name(s)}")
+        if s < 0:
+            raise ValueError(f"{fn}: '{name}' must not hold negative sizes, got {s}")
+    if len(sizes) != size:
+        raise ValueError(f"{fn}: '{name}' must have one entry per rank of the group ({size}), "
+                         f"got {len(sizes)}")
+    return list(sizes)

@@ -1,0 +1,488 @@
+// Bindings of World (joining the job, the group registry) and ProcessGroup
+// (members and one method per operation).
+//
+// Tensors cross the boundary as raw descriptors, (address, numel, dtype)
+// tuples with dtype the meshcomm::DType value; meshcomm/_tensor.py makes
+// them from numpy arrays, torch tensors and buffers and keeps those alive
+// until the operation completes. A buffer-protocol object (a numpy array)
+// is accepted in place of a descriptor, which saves the hot paths a call.
+//
+// Every operation takes `timeout_ms` (0: the group's) and `blocking`, and
+// returns a Work. A blocking submission runs the operation on the calling
+// thread (see runtime/executor.h), so the GIL is released around it; a
+// non-blocking one only queues, which never waits.
+//
+// Everything that may block without an operation in between (World.init,
+// new_group, destroy_group, close) releases the GIL too. Argument checks
+// that the C++ core does not make live in Python.
+#include <Python.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bindings.h"
+#include "meshcomm/error.h"
+#include "meshcomm/process_group.h"
+#include "meshcomm/store.h"
+#include "meshcomm/types.h"
+
+namespace py = pybind11;
+
+namespace meshcomm::python {
+
+namespace {
+
+using Desc = std::tuple<uintptr_t, int64_t, int>;
+// A tensor argument (see toRef) and a list of them.
+using Tensor = py::handle;
+using Tensors = py::handle;
+using Counts = std::vector<int64_t>;
+using Group = std::shared_ptr<ProcessGroup>;
+
+ReduceOp reduceOp(int op) {
+  if (op < 0 || op >= kNumReduceOps) {
+    throw InvalidArgument("unknown reduce op code " + std::to_string(op));
+  }
+  return static_cast<ReduceOp>(op);
+}
+
+// The DType of a buffer-protocol format ("f", "<i", "Zd", ...) of
+// `itemsize` bytes, or -1. Sizes decide for the C integer kinds, whose
+// width varies by platform.
+int dtypeOfFormat(const char* format, Py_ssize_t itemsize) {
+  std::string f = format ? format : "B";
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<' || f[0] == '>' || f[0] == '!')) {
+    char order = f[0];
+    f = f.substr(1);
+    // Only native little-endian data can be reduced in place.
+    if ((order == '>' || order == '!') && itemsize > 1) return -1;
+  }
+  auto sized = [&](DType i8, DType i16, DType i32, DType i64) -> int {
+    switch (itemsize) {
+      case 1:
+        return static_cast<int>(i8);
+      case 2:
+        return static_cast<int>(i16);
+      case 4:
+        return static_cast<int>(i32);
+      case 8:
+        return static_cast<int>(i64);
+      default:
+        return -1;
+    }
+  };
+  if (f == "?") return itemsize == 1 ? static_cast<int>(DType::kBool) : -1;
+  if (f == "b" || f == "h" || f == "i" || f == "l" || f == "q" || f == "n") {
+    return sized(DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64);
+  }
+  if (f == "B" || f == "H" || f == "I" || f == "L" || f == "Q" || f == "N" || f == "c") {
+    return sized(DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64);
+  }
+  if (f == "e" && itemsize == 2) return static_cast<int>(DType::kFloat16);
+  if (f == "f" && itemsize == 4) return static_cast<int>(DType::kFloat32);
+  if (f == "d" && itemsize == 8) return static_cast<int>(DType::kFloat64);
+  if (f == "Zf" && itemsize == 8) return static_cast<int>(DType::kComplex64);
+  if (f == "Zd" && itemsize == 16) return static_cast<int>(DType::kComplex128);
+  return -1;
+}
+
+// (address, numel, dtype) of a buffer-protocol object (numpy arrays,
+// memoryviews, bytearrays, array.array). The view is released before
+// returning: the caller keeps the exporter (and so the memory) alive.
+// Raises TypeError for unsupported element types and ValueError for
+// non-contiguous or (when `writable`) read-only buffers.
+Desc describeBuffer(py::handle obj, bool writable) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
+    // numpy refuses some dtypes (datetime, object) with its own message.
+    py::error_already_set cause;
+    throw py::type_error("cannot read the memory of a " + std::string(Py_TYPE(obj.ptr())->tp_name) +
+                         ": " + cause.what());
+  }
+  struct Releaser {
+    Py_buffer* v;
+    ~Releaser() { PyBuffer_Release(v); }
+  } releaser{&view};
+  if (!PyBuffer_IsContiguous(&view, 'C')) {
+    throw py::value_error(
+        "the tensor is not contiguous; pass a contiguous copy "
+        "(numpy.ascontiguousarray, tensor.contiguous())");
+  }
+  if (writable && view.readonly) {
+    throw py::value_error("the tensor is read-only but receives the result");
+  }
+  int dtype = dtypeOfFormat(view.format, view.itemsize);
+  if (dtype < 0 && view.format && (view.format[0] == '>' || view.format[0] == '!')) {
+    throw py::type_error(std::string("big-endian elements (buffer format '") + view.format +
+                         "') are not supported; convert to native byte order first");
+  }
+  if (dtype < 0) {
+    throw py::type_error(std::string("unsupported element type (buffer format '") +
+                         (view.format ? view.format : "B") + "', " + std::to_string(view.itemsize) +
+                         " bytes per element)");
+  }
+  return Desc{reinterpret_cast<uintptr_t>(view.buf), view.len / view.itemsize, dtype};
+}
+
+TensorRef fromDesc(const Desc& d) {
+  const auto [address, numel, dtype] = d;
+  if (dtype < 0 || dtype >= kNumDTypes) {
+    throw InvalidArgument("unknown dtype code " + std::to_string(dtype));
+  }
+  return TensorRef{reinterpret_cast<void*>(address), numel, static_cast<DType>(dtype)};
+}
+
+// A tensor argument: a descriptor tuple (what meshcomm/_tensor.py makes),
+// or, on the hot paths, a buffer-protocol object such as a numpy array,
+// described here to save a call. Throws TypeError/ValueError for
+// something else; `writable` applies to buffer objects (descriptors were
+// checked in Python).
+TensorRef toRef(py::handle h, bool writable) {
+  Desc d;
+  if (PyTuple_Check(h.ptr()) && PyTuple_GET_SIZE(h.ptr()) == 3) {
+    d = h.cast<Desc>();
+  } else {
+    d = describeBuffer(h, writable);
+  }
+  return fromDesc(d);
+}
+
+std::vector<TensorRef> refs(py::handle seq, bool writable) {
+  std::vector<TensorRef> out;
+  for (py::handle h : py::reinterpret_borrow<py::sequence>(seq)) out.push_back(toRef(h, writable));
+  return out;
+}
+
+OpOptions options(int64_t timeoutMs, bool blocking, int op = 0, int root = 0, int tag = 0) {
+  OpOptions o;
+  o.op = reduceOp(op);
+  o.root = root;
+  o.tag = tag;
+  o.timeout = std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs);
+  o.blocking = blocking;
+  return o;
+}
+
+// Issues an operation; a blocking one runs here, so without the GIL.
+template <typename F>
+WorkPtr issue(bool blocking, F&& call) {
+  if (!blocking) return call();
+  py::gil_scoped_release release;
+  return call();
+}
+
+// Owns the World. Dropping it shuts the job down, which may wait (rank 0
+// keeps the store up until every rank has left), so that happens without
+// the GIL, except while the interpreter is finalizing and other threads
+// must not be let in.
+class WorldHandle {
+ public:
+  explicit WorldHandle(std::shared_ptr<World> world) : world_(std::move(world)) {}
+  ~WorldHandle() { close(); }
+  WorldHandle(const WorldHandle&) = delete;
+  WorldHandle& operator=(const WorldHandle&) = delete;
+
+  World& get() const {
+    if (!world_) throw Aborted("the process group was destroyed (destroy_process_group)");
+    return *world_;
+  }
+  bool closed() const { return world_ == nullptr; }
+
+  void close() {
+    std::shared_ptr<World> doomed = std::move(world_);
+    if (!doomed) return;
+    if (_Py_IsFinalizing()) {
+      doomed.reset();
+      return;
+    }
+    py::gil_scoped_release release;
+    doomed.reset();
+  }
+
+ private:
+  std::shared_ptr<World> world_;
+};
+
+std::unique_ptr<WorldHandle> initWorld(std::shared_ptr<Store> store, std::string initMethod,
+                                       int rank, int worldSize, int64_t timeoutMs,
+                                       std::string backend) {
+  InitOptions o;
+  o.initMethod = std::move(initMethod);
+  o.store = std::move(store);
+  o.rank = rank;
+  o.worldSize = worldSize;
+  o.timeout = std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs);
+  o.backend = std::move(backend);
+  std::shared_ptr<World> world;
+  {
+    py::gil_scoped_release release;
+    world = World::init(o);
+  }
+  return std::make_unique<WorldHandle>(std::move(world));
+}
+
+void bindWorld(py::module_& m) {
+  py::class_<WorldHandle>(m, "World",
+                          "The job: its ranks and groups (see meshcomm/process_group.h).")
+      .def(py::init(&initWorld), py::arg("store") = nullptr, py::arg("init_method") = std::string(),
+           py::arg("rank") = -1, py::arg("world_size") = -1, py::arg("timeout_ms") = 0,
+           py::arg("backend") = std::string("mccl"),
+           "Join the job (collective: returns once every rank has joined).")
+      .def_property_readonly("rank", [](const WorldHandle& w) { return w.get().rank(); })
+      .def_property_readonly("size", [](const WorldHandle& w) { return w.get().size(); })
+      .def_property_readonly("backend", [](const WorldHandle& w) { return w.get().backend(); })
+      .def_property_readonly("closed", &WorldHandle::closed)
+      .def("world_group", [](const WorldHandle& w) { return w.get().worldGroup(); })
+      .def(
+          "new_group",
+          [](const WorldHandle& w, std::vector<int> ranks, const std::string& backend,
+             int64_t timeoutMs) {
+            World& world = w.get();
+            py::gil_scoped_release release;
+            return world.newGroup(std::move(ranks), backend,
+                                  std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs));
+          },
+          py::arg("ranks"), py::arg("backend") = std::string("mccl"), py::arg("timeout_ms") = 0,
+          "Create the group of these world ranks (collective over its members).")
+      .def(
+          "find_group",
+          [](const WorldHandle& w, const std::string& name) { return w.get().findGroup(name); },
+          py::arg("name"), "The group with this name, or None.")
+      .def(
+          "destroy_group",
+          [](const WorldHandle& w, const std::string& name) {
+            World& world = w.get();
+            py::gil_scoped_release release;
+            world.destroyGroup(name);
+          },
+          py::arg("name"))
+      .def("group_names", [](const WorldHandle& w) { return w.get().groupNames(); })
+      .def("close", &WorldHandle::close,
+           "Shut down: destroy every group and leave the job (waits for queued operations).")
+      .def_static("group_name", &World::groupName, py::arg("backend"), py::arg("ranks"))
+      .def_static("world_group_name", [] { return std::string(World::worldGroupName()); });
+}
+
+void bindGroup(py::module_& m) {
+  using namespace pybind11::literals;
+  py::class_<ProcessGroup, Group> g(m, "ProcessGroup",
+                                    "A set of ranks running operations together.");
+  g.def_property_readonly("name", &ProcessGroup::name)
+      .def_property_readonly("rank", &ProcessGroup::rank)
+      .def_property_readonly("size", &ProcessGroup::size)
+      .def_property_readonly("world_ranks", &ProcessGroup::worldRanks)
+      .def_property_readonly("timeout_ms",
+                             [](const ProcessGroup& p) { return p.timeout().count(); })
+      .def("to_world_rank", &ProcessGroup::toWorldRank, "group_rank"_a)
+      .def("to_group_rank", &ProcessGroup::toGroupRank, "world_rank"_a);
+
+  // Collectives. Argument order: tensors, then the operation's own
+  // parameters, then timeout_ms and blocking.
+  g.def(
+      "all_reduce",
+      [](ProcessGroup& p, Tensor t, int op, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, op);
+        auto r = toRef(t, true);
+        return issue(blocking, [&] { return p.allReduce(r, o); });
+      },
+      "tensor"_a, "op"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "broadcast",
+      [](ProcessGroup& p, Tensor t, int root, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, 0, root);
+        auto r = toRef(t, true);
+        return issue(blocking, [&] { return p.broadcast(r, o); });
+      },
+      "tensor"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "reduce",
+      [](ProcessGroup& p, Tensor t, int op, int root, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, op, root);
+        auto r = toRef(t, true);
+        return issue(blocking, [&] { return p.reduce(r, o); });
+      },
+      "tensor"_a, "op"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "all_gather",
+      [](ProcessGroup& p, Tensors outs, Tensor in, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking);
+        auto rs = refs(outs, true);
+        auto r = toRef(in, false);
+        return issue(blocking, [&] { return p.allGather(rs, r, o); });
+      },
+      "outputs"_a, "input"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "all_gather_into",
+      [](ProcessGroup& p, Tensor out, Tensor in, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking);
+        auto ro = toRef(out, true);
+        auto ri = toRef(in, false);
+        return issue(blocking, [&] { return p.allGatherInto(ro, ri, o); });
+      },
+      "output"_a, "input"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "all_gather_uneven",
+      [](ProcessGroup& p, Tensor out, Tensor in, const Counts& counts, int64_t timeoutMs,
+         bool blocking) {
+        auto o = options(timeoutMs, blocking);
+        auto ro = toRef(out, true);
+        auto ri = toRef(in, false);
+        return issue(blocking, [&] { return p.allGatherUneven(ro, ri, counts, o); });
+      },
+      "output"_a, "input"_a, "counts"_a, "timeout_ms"_a, "blocking"_a,
+      "counts: elements from each rank.");
+  g.def(
+      "reduce_scatter",
+      [](ProcessGroup& p, Tensor out, Tensors ins, int op, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, op);
+        auto ro = toRef(out, true);
+        auto rs = refs(ins, false);
+        return issue(blocking, [&] { return p.reduceScatter(ro, rs, o); });
+      },
+      "output"_a, "inputs"_a, "op"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "reduce_scatter_tensor",
+      [](ProcessGroup& p, Tensor out, Tensor in, int op, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, op);
+        auto ro = toRef(out, true);
+        auto ri = toRef(in, false);
+        return issue(blocking, [&] { return p.reduceScatterTensor(ro, ri, o); });
+      },
+      "output"_a, "input"_a, "op"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "reduce_scatter_uneven",
+      [](ProcessGroup& p, Tensor out, Tensor in, const Counts& counts, int op, int64_t timeoutMs,
+         bool blocking) {
+        auto o = options(timeoutMs, blocking, op);
+        auto ro = toRef(out, true);
+        auto ri = toRef(in, false);
+        return issue(blocking, [&] { return p.reduceScatterUneven(ro, ri, counts, o); });
+      },
+      "output"_a, "input"_a, "counts"_a, "op"_a, "timeout_ms"_a, "blocking"_a,
+      "counts: elements of each rank's block.");
+  g.def(
+      "gather",
+      [](ProcessGroup& p, Tensors outs, Tensor in, int root, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, 0, root);
+        auto rs = refs(outs, true);
+        auto r = toRef(in, false);
+        return issue(blocking, [&] { return p.gather(rs, r, o); });
+      },
+      "outputs"_a, "input"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "gather_into",
+      [](ProcessGroup& p, Tensor out, Tensor in, int root, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, 0, root);
+        auto ro = toRef(out, true);
+        auto ri = toRef(in, false);
+        return issue(blocking, [&] { return p.gatherInto(ro, ri, o); });
+      },
+      "output"_a, "input"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "scatter",
+      [](ProcessGroup& p, Tensor out, Tensors ins, int root, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, 0, root);
+        auto ro = toRef(out, true);
+        auto rs = refs(ins, false);
+        return issue(blocking, [&] { return p.scatter(ro, rs, o); });
+      },
+      "output"_a, "inputs"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "scatter_tensor",
+      [](ProcessGroup& p, Tensor out, Tensor in, int root, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, 0, root);
+        auto ro = toRef(out, true);
+        auto ri = toRef(in, false);
+        return issue(blocking, [&] { return p.scatterTensor(ro, ri, o); });
+      },
+      "output"_a, "input"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "all_to_all",
+      [](ProcessGroup& p, Tensors outs, Tensors ins, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking);
+        auto ro = refs(outs, true);
+        auto ri = refs(ins, false);
+        return issue(blocking, [&] { return p.allToAll(ro, ri, o); });
+      },
+      "outputs"_a, "inputs"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "all_to_all_single",
+      [](ProcessGroup& p, Tensor out, Tensor in, const Counts& recvCounts, const Counts& sendCounts,
+         int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking);
+        auto ro = toRef(out, true);
+        auto ri = toRef(in, false);
+        return issue(blocking, [&] { return p.allToAllSingle(ro, ri, recvCounts, sendCounts, o); });
+      },
+      "output"_a, "input"_a, "recv_counts"_a, "send_counts"_a, "timeout_ms"_a, "blocking"_a,
+      "Counts in elements; empty lists mean equal blocks.");
+  g.def(
+      "barrier",
+      [](ProcessGroup& p, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking);
+        return issue(blocking, [&] { return p.barrier(o); });
+      },
+      "timeout_ms"_a, "blocking"_a);
+
+  // Point to point; peers are group ranks.
+  g.def(
+      "send",
+      [](ProcessGroup& p, Tensor t, int dst, int tag, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, 0, 0, tag);
+        auto r = toRef(t, false);
+        return issue(blocking, [&] { return p.send(r, dst, o); });
+      },
+      "tensor"_a, "dst"_a, "tag"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "recv",
+      [](ProcessGroup& p, Tensor t, int src, int tag, int64_t timeoutMs, bool blocking) {
+        auto o = options(timeoutMs, blocking, 0, 0, tag);
+        auto r = toRef(t, true);
+        return issue(blocking, [&] { return p.recv(r, src, o); });
+      },
+      "tensor"_a, "src"_a, "tag"_a, "timeout_ms"_a, "blocking"_a);
+  g.def(
+      "batch_send_recv",
+      [](ProcessGroup& p, const std::vector<std::tuple<bool, Desc, int, int>>& list,
+         int64_t timeoutMs, bool blocking) {
+        std::vector<P2POp> ops;
+        ops.reserve(list.size());
+        for (const auto& [isSend, t, peer, tag] : list) {
+          ops.push_back(
+              P2POp{isSend ? P2POp::Kind::kSend : P2POp::Kind::kRecv, fromDesc(t), peer, tag});
+        }
+        auto o = options(timeoutMs, blocking);
+        return issue(blocking, [&] { return p.batchSendRecv(ops, o); });
+      },
+      "ops"_a, "timeout_ms"_a, "blocking"_a,
+      "ops: (is_send, tensor, peer group rank, tag) tuples, progressed together.");
+}
+
+}  // namespace
+
+void initProcessGroup(py::module_& m) {
+  py::dict codes;
+  for (int i = 0; i < kNumDTypes; ++i) codes[dtypeName(static_cast<DType>(i))] = i;
+  m.attr("DTYPE_CODES") = codes;
+  py::dict ops;
+  for (int i = 0; i < kNumReduceOps; ++i) ops[reduceOpName(static_cast<ReduceOp>(i))] = i;
+  m.attr("REDUCE_OP_CODES") = ops;
+  m.def(
+      "reduce_op_supports",
+      [](int op, int dtype) -> bool {
+        return reduceOpSupports(reduceOp(op), fromDesc(Desc{0, 0, dtype}).dtype);
+      },
+      py::arg("op"), py::arg("dtype"));
+  m.def("describe_buffer", &describeBuffer, py::arg("obj"), py::arg("writable"),
+        "(address, numel, dtype code) of a contiguous buffer-protocol object.");
+  bindGroup(m);
+  bindWorld(m);
+}
+
+}  // namespace meshcomm::python
