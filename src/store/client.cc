@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/crypto.h"
+#include "common/env.h"
 #include "common/socket.h"
 #include "meshcomm/error.h"
 
@@ -25,12 +26,22 @@ std::string describeSeconds(std::chrono::milliseconds ms) {
   return std::to_string(ms.count() / 1000.0).substr(0, 6) + " s";
 }
 
+// MESHCOMM_STORE_SPIN_US, default 50; 0 when this host has a single core,
+// where spinning only delays the server.
+std::chrono::microseconds spinFromEnvironment() {
+  int64_t fallback = std::thread::hardware_concurrency() > 1 ? 50 : 0;
+  return std::chrono::microseconds(std::max<int64_t>(0, envIntOr("MESHCOMM_STORE_SPIN_US", fallback)));
+}
+
 }  // namespace
 
 TCPStoreClient::TCPStoreClient(std::string host, uint16_t port,
                                const std::string& authToken, bool local,
                                const StoreLimits& limits, const Deadline& deadline)
-    : host_(std::move(host)), port_(port), limits_(limits) {
+    : host_(std::move(host)),
+      port_(port),
+      limits_(limits),
+      spin_(spinFromEnvironment()) {
   endpoint_ = host_ + ":" + std::to_string(port_);
   auto started = Deadline::Clock::now();
   auto backoff = std::chrono::milliseconds(5);
@@ -131,12 +142,18 @@ Frame TCPStoreClient::roundTrip(Op op,
   }
   store::FrameDecoder decoder(store::Role::kClient, limits_);
   recvBuffer_.resize(64 * 1024);
+  // Spinning pays only while responses come back within the spin window;
+  // when they keep missing it (more busy processes than cores), stop for a
+  // while, retrying now and then in case the load went away.
+  bool spinning = spinMisses_ < 3 || (++requestsSinceMiss_ % 64) == 0;
+  const auto spinUntil = Deadline::Clock::now() + (spinning ? spin_ : std::chrono::microseconds(0));
   for (;;) {
     ssize_t n = ::recv(fd_.get(), recvBuffer_.data(), recvBuffer_.size(), 0);
     if (n > 0) {
       store::FrameDecoder::Result result;
       size_t used = decoder.feed(recvBuffer_.data(), static_cast<size_t>(n), &result);
       if (result == store::FrameDecoder::Result::kFrame) {
+        if (spinning) spinMisses_ = 0;
         if (used != static_cast<size_t>(n)) {
           breakWith("the server sent more than one response");
           throw StoreError("store " + endpoint_ + ": protocol error (" + brokenWhy_ + ")");
@@ -157,6 +174,11 @@ Frame TCPStoreClient::roundTrip(Op op,
                        " during " + store::opName(op) + ": " + why);
     }
     if (errno == EINTR) continue;
+    // A store round trip on one host takes a few tens of microseconds;
+    // polling that long first saves the sleep/wake-up, which costs as much.
+    if (Deadline::Clock::now() < spinUntil) continue;
+    if (spinning && spin_.count() > 0) spinMisses_ = std::min(spinMisses_ + 1, 1000);
+    spinning = false;
     IoResult w = waitReadable(fd_.get(), deadline);
     if (w.status == IoStatus::kTimeout) {
       breakWith(std::string("no response to ") + store::opName(op) + " in time");

@@ -52,6 +52,9 @@ class TCPStoreClient {
   std::string brokenWhy_;  // GUARDED_BY(mu_); non-empty once unusable
   Bytes sendBuffer_;       // GUARDED_BY(mu_)
   Bytes recvBuffer_;       // GUARDED_BY(mu_)
+  std::chrono::microseconds spin_;  // busy-poll for a response before sleeping
+  int spinMisses_ = 0;              // GUARDED_BY(mu_): spins in a row that timed out
+  uint32_t requestsSinceMiss_ = 0;  // GUARDED_BY(mu_)
 };
 
 }  // namespace meshcomm

@@ -12,6 +12,7 @@
 
 #include "common/check.h"
 #include "common/crypto.h"
+#include "common/env.h"
 #include "common/logging.h"
 #include "common/socket.h"
 
@@ -95,6 +96,9 @@ TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port,
   MESHCOMM_CHECK(epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev) == 0);
   ev.data.u64 = kWakeId;
   MESHCOMM_CHECK(epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) == 0);
+  int64_t fallback = std::thread::hardware_concurrency() > 1 ? 50 : 0;
+  spin_ = std::chrono::microseconds(
+      std::max<int64_t>(0, envIntOr("MESHCOMM_STORE_SPIN_US", fallback)));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -122,8 +126,23 @@ int TCPStoreServer::nextTimeoutMs() const {
 
 void TCPStoreServer::loop() {
   epoll_event events[128];
+  auto spinUntil = Deadline::Clock::now();
+  auto contendedUntil = spinUntil;
+  uint64_t lastClient = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
-    int n = epoll_wait(epoll_.get(), events, 128, nextTimeoutMs());
+    // Right after serving a request, poll instead of sleeping for a moment:
+    // the same client's next request usually follows within microseconds,
+    // and a sleep/wake-up on this path costs more than the request itself.
+    // With several clients taking turns, the cores are better left to them.
+    int timeout = Deadline::Clock::now() < spinUntil ? 0 : nextTimeoutMs();
+    int n = epoll_wait(epoll_.get(), events, 128, timeout);
+    if (n > 0) {
+      auto now = Deadline::Clock::now();
+      bool sameClient = n == 1 && events[0].data.u64 == lastClient;
+      if (!sameClient) contendedUntil = now + std::chrono::milliseconds(20);
+      lastClient = n == 1 ? events[0].data.u64 : 0;
+      spinUntil = now < contendedUntil ? now : now + spin_;
+    }
     if (n < 0 && errno != EINTR) {
       MESHCOMM_LOG(kError, "store server epoll_wait failed: " << std::strerror(errno));
       break;

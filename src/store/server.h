@@ -91,6 +91,7 @@ class TCPStoreServer {
   std::unordered_map<std::string, Bytes> data_;
   std::unordered_map<std::string, std::unordered_set<ConnId>> waitersByKey_;
   std::multimap<Deadline::Clock::time_point, ConnId> waiterDeadlines_;
+  std::chrono::microseconds spin_{0};  // MESHCOMM_STORE_SPIN_US
   Bytes readBuffer_;  // shared by every connection's reads
   std::vector<ConnId> resume_;  // connections with input behind a finished wait
 
