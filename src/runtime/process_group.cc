@@ -66,6 +66,22 @@ class Checker {
            std::to_string(g_.size()) + " ranks");
     }
   }
+  // A per-rank list whose every tensor must match `like` in dtype and size.
+  void matchingList(const std::vector<TensorRef>& list, const TensorRef& like,
+                    const char* listName, const char* element, const char* other) const {
+    listSize(list.size(), listName);
+    for (const auto& t : list) {
+      tensor(t, element);
+      if (t.dtype != like.dtype) {
+        fail(std::string(element) + " and " + other + " dtypes differ (" + dtypeName(t.dtype) +
+             " vs " + dtypeName(like.dtype) + ")");
+      }
+      if (t.numel != like.numel) {
+        fail(std::string("every ") + element + " must have the " + other + "'s " +
+             std::to_string(like.numel) + " elements, one has " + std::to_string(t.numel));
+      }
+    }
+  }
   void counts(const std::vector<int64_t>& counts, int64_t total, const char* name) const {
     listSize(counts.size(), name);
     int64_t sum = 0;
@@ -170,15 +186,7 @@ WorkPtr ProcessGroup::allGather(const std::vector<TensorRef>& outputs, TensorRef
                                 const OpOptions& o) {
   Checker check("all_gather", *impl_);
   check.tensor(input, "input");
-  check.listSize(outputs.size(), "the output list");
-  for (const auto& t : outputs) {
-    check.tensor(t, "output");
-    check.sameDtype(t, input, "output and input");
-    if (t.numel != input.numel) {
-      check.fail("every output must have the input's " + std::to_string(input.numel) +
-                 " elements, one has " + std::to_string(t.numel));
-    }
-  }
+  check.matchingList(outputs, input, "the output list", "output", "input");
   auto blocks = blocksOf(outputs);
   return impl_->runCollective("all_gather", signature(Opcode::kAllGather, input.dtype, input.numel),
                               o, [input, blocks](Comm& c) {
@@ -226,15 +234,7 @@ WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRe
   Checker check("reduce_scatter", *impl_);
   check.tensor(output, "output");
   check.reduceOp(o.op, output.dtype);
-  check.listSize(inputs.size(), "the input list");
-  for (const auto& t : inputs) {
-    check.tensor(t, "input");
-    check.sameDtype(t, output, "input and output");
-    if (t.numel != output.numel) {
-      check.fail("every input must have the output's " + std::to_string(output.numel) +
-                 " elements, one has " + std::to_string(t.numel));
-    }
-  }
+  check.matchingList(inputs, output, "the input list", "input", "output");
   // The ring reads one contiguous input; gather the list into one.
   return impl_->runCollective(
       "reduce_scatter", signature(Opcode::kReduceScatter, output.dtype, output.numel, 0, o.op), o,
@@ -298,15 +298,7 @@ WorkPtr ProcessGroup::gather(const std::vector<TensorRef>& outputs, TensorRef in
   check.rank(o.root, "dst");
   std::vector<Block> blocks;
   if (rank() == o.root) {
-    check.listSize(outputs.size(), "the gather list");
-    for (const auto& t : outputs) {
-      check.tensor(t, "output");
-      check.sameDtype(t, input, "output and input");
-      if (t.numel != input.numel) {
-        check.fail("every output must have the input's " + std::to_string(input.numel) +
-                   " elements, one has " + std::to_string(t.numel));
-      }
-    }
+    check.matchingList(outputs, input, "the gather list", "output", "input");
     blocks = blocksOf(outputs);
   }
   return impl_->runCollective(
@@ -340,15 +332,7 @@ WorkPtr ProcessGroup::scatter(TensorRef output, const std::vector<TensorRef>& in
   check.rank(o.root, "src");
   std::vector<Block> blocks;
   if (rank() == o.root) {
-    check.listSize(inputs.size(), "the scatter list");
-    for (const auto& t : inputs) {
-      check.tensor(t, "input");
-      check.sameDtype(t, output, "input and output");
-      if (t.numel != output.numel) {
-        check.fail("every input must have the output's " + std::to_string(output.numel) +
-                   " elements, one has " + std::to_string(t.numel));
-      }
-    }
+    check.matchingList(inputs, output, "the scatter list", "input", "output");
     blocks = blocksOf(inputs);
   }
   return impl_->runCollective(
