@@ -1,6 +1,7 @@
 // World: joining the job (rendezvous through the store), liveness
 // registration, and the registry of the job's groups.
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -64,7 +65,25 @@ std::string advertiseHostFor(const std::string& storeHost) {
     return interfaceAddress(*ifname);
   }
   if (!storeHost.empty()) return routableAddressTowards(storeHost, 1);
-  return "127.0.0.1";
+  // No peer address to route towards (the store listens on every
+  // interface of this host): use the hostname's first non-loopback address.
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  std::string found = "127.0.0.1";
+  if (getaddrinfo(hostName().c_str(), nullptr, &hints, &list) == 0) {
+    for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
+      char buf[INET_ADDRSTRLEN] = {0};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, buf, sizeof(buf));
+      if (std::string(buf).rfind("127.", 0) != 0) {
+        found = buf;
+        break;
+      }
+    }
+    freeaddrinfo(list);
+  }
+  return found;
 }
 
 std::string describeSignature(const MessageSignature& sig, uint64_t bytes) {
@@ -277,6 +296,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 
   // The rendezvous store.
   std::string storeHost;
+  std::string advertiseTowards;  // where peers reach us from, if known
   uint16_t storePort = 0;
   if (options.store) {
     if (!options.initMethod.empty()) {
@@ -284,9 +304,9 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     }
     w->userStore = options.store;
     if (auto* tcp = dynamic_cast<TCPStore*>(options.store.get())) {
-      storeHost = tcp->isServer() && (tcp->host().empty() || tcp->host() == "0.0.0.0")
-                      ? "127.0.0.1"
-                      : tcp->host();
+      bool wildcard = tcp->isServer() && (tcp->host().empty() || tcp->host() == "0.0.0.0");
+      storeHost = wildcard ? "127.0.0.1" : tcp->host();
+      advertiseTowards = wildcard ? "" : storeHost;
       storePort = tcp->port();
     }
   } else {
@@ -338,7 +358,8 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     w->liveStore = std::make_shared<TCPStore>(so);
     runtimeStore = w->liveStore;
   }
-  w->advertiseHost = advertiseHostFor(storeHost);
+  if (!options.store) advertiseTowards = storeHost;
+  w->advertiseHost = advertiseHostFor(advertiseTowards);
 
   // Incarnation: every init on the same store by the same job counts up
   // together, so keys of a previous incarnation never mix with these.
