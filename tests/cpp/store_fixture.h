@@ -21,6 +21,7 @@
 #include "meshcomm/error.h"
 #include "meshcomm/store.h"
 #include "multiprocess.h"
+#include "scoped_env.h"
 #include "store/protocol.h"
 
 namespace meshcomm {
@@ -115,30 +116,6 @@ inline std::string thrown(F&& f) {
   ADD_FAILURE() << "expected an exception, but the call returned";
   return "";
 }
-
-// Sets (or unsets, with nullopt) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      ::setenv(name, value->c_str(), 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // Tests that expect no authentication must not pick up a token from the
 // environment the suite runs in.

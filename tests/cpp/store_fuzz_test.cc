@@ -39,6 +39,7 @@
 #include "meshcomm/error.h"
 #include "meshcomm/store.h"
 #include "multiprocess.h"
+#include "scoped_env.h"
 #include "store/protocol.h"
 
 namespace meshcomm {
@@ -75,30 +76,6 @@ TCPStoreOptions clientOptions(uint16_t port, std::chrono::milliseconds timeout =
   o.timeout = timeout;
   return o;
 }
-
-// Sets (or unsets, with nullopt) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      ::setenv(name, value->c_str(), 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // Servers here decide for themselves whether to authenticate; a token in
 // the environment the suite runs in must not change that.
