@@ -5,11 +5,17 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 
 void allGather(Comm& comm, const void* input, size_t inputBytes,
                const std::vector<Block>& outputs) {
+  if (comm.singleHostShm()) {
+    ShmOp local = comm.shmOp();
+    shm::allGather(local, input, inputBytes, outputs);
+    return;
+  }
   const int p = comm.size();
   const int r = comm.rank();
   const Block& own = outputs[static_cast<size_t>(r)];

@@ -1,10 +1,13 @@
-// all_reduce: recursive doubling for small buffers, ring for large ones.
+// all_reduce: over TCP, recursive doubling for small buffers and a ring for
+// large ones; on one host, shared memory; across hosts, hierarchical.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/hierarchical.h"
+#include "collectives/shm_collectives.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -119,8 +122,15 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
 void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, Algorithm algo) {
   if (comm.size() == 1) return;
   auto* bytes = static_cast<uint8_t*>(data);
-  if (algo == Algorithm::kAuto) algo = chooseAllReduce(count * dtypeSize(dtype), comm.size());
-  if (algo == Algorithm::kRing) {
+  if (algo == Algorithm::kAuto) {
+    algo = defaultAllReduce(count * dtypeSize(dtype), comm.size(), comm.route());
+  }
+  if (algo == Algorithm::kShmOneShot || algo == Algorithm::kShmReduceScatter) {
+    ShmOp local = comm.shmOp();
+    shm::allReduce(local, data, count, dtype, op, algo);
+  } else if (algo == Algorithm::kHierarchical) {
+    hierarchical::allReduce(comm, data, count, dtype, op);
+  } else if (algo == Algorithm::kRing) {
     ring(comm, bytes, count, dtype, op);
   } else {
     recursiveDoubling(comm, bytes, count, dtype, op);

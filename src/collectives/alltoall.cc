@@ -6,6 +6,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -13,6 +14,11 @@ constexpr int kWindow = 8;
 }  // namespace
 
 void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
+  if (comm.singleHostShm()) {
+    ShmOp local = comm.shmOp();
+    shm::allToAll(local, sends, recvs);
+    return;
+  }
   const int p = comm.size();
   const int r = comm.rank();
   const Block& selfSend = sends[static_cast<size_t>(r)];

@@ -3,10 +3,21 @@
 // heard, directly or transitively, from every other.
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/hierarchical.h"
+#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 
 void barrier(Comm& comm) {
+  if (comm.singleHostShm()) {
+    ShmOp local = comm.shmOp();
+    shm::barrier(local);
+    return;
+  }
+  if (comm.hierarchical()) {
+    hierarchical::barrier(comm);
+    return;
+  }
   const int p = comm.size();
   const int r = comm.rank();
   uint32_t step = 0;

@@ -5,6 +5,8 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/hierarchical.h"
+#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -47,7 +49,16 @@ TreePosition chain(int rank, int root, int p) {
 void broadcast(Comm& comm, void* data, size_t bytes, int root, Algorithm algo) {
   const int p = comm.size();
   if (p == 1) return;
-  if (algo == Algorithm::kAuto) algo = chooseBroadcast(bytes, p);
+  if (algo == Algorithm::kAuto) algo = defaultBroadcast(bytes, p, comm.route());
+  if (algo == Algorithm::kShm) {
+    ShmOp local = comm.shmOp();
+    shm::broadcast(local, data, bytes, root);
+    return;
+  }
+  if (algo == Algorithm::kHierarchical) {
+    hierarchical::broadcast(comm, data, bytes, root);
+    return;
+  }
   const TreePosition t = algo == Algorithm::kChain ? chain(comm.rank(), root, p)
                                                    : binomial(comm.rank(), root, p);
   auto* base = static_cast<uint8_t*>(data);

@@ -22,8 +22,13 @@ const char* opcodeName(uint8_t opcode) {
 }
 
 Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
-           ScratchArena& scratch)
-    : transport_(transport), context_(std::move(context)), sig_(sig), seq_(seq), scratch_(scratch) {}
+           ScratchArena& scratch, Locality locality)
+    : transport_(transport),
+      context_(std::move(context)),
+      sig_(sig),
+      seq_(seq),
+      scratch_(scratch),
+      locality_(locality) {}
 
 Comm::~Comm() {
   // Keep what a typical call needs; give back what an outsized one took.

@@ -1,6 +1,7 @@
-// Comm: what one collective call sees — its rank and size, and sends and
-// receives tagged with the call's sequence number and a step index, so
-// messages of consecutive or concurrent operations never match each other.
+// Comm: what one collective call sees — its rank and size, where the
+// group's ranks live, and sends and receives tagged with the call's
+// sequence number and a step index, so messages of consecutive or
+// concurrent operations never match each other.
 //
 // Thread-safety: used by the one thread running the operation.
 #pragma once
@@ -9,23 +10,57 @@
 #include <span>
 #include <vector>
 
+#include "collectives/placement.h"
 #include "collectives/scratch.h"
+#include "collectives/tuning.h"
+#include "transport/shm/shm_domain.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
+
+// Where a group's ranks live and whether they use shared memory.
+struct Locality {
+  const Placement* placement = nullptr;  // null: treat every rank as remote
+  ShmDomain* shm = nullptr;              // this host's domain, if it has one
+  bool shmEnabled = false;               // the same on every rank of the group
+};
 
 class Comm {
  public:
   // seq: the group's collective sequence number (the same on every rank
   // for the same call). sig: the operation's signature.
   Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
-       ScratchArena& scratch);
+       ScratchArena& scratch, Locality locality = {});
   // Returns big scratch buffers to the system; see ScratchArena::trim.
   ~Comm();
 
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
   const OpContext& context() const { return context_; }
+  const MessageSignature& signature() const { return sig_; }
+  Transport& transport() { return transport_; }
+
+  // The whole group is on this host and talks through shared memory.
+  bool singleHostShm() const {
+    return locality_.shmEnabled && locality_.shm != nullptr && locality_.placement->singleHost();
+  }
+  // Several hosts, some with several ranks: shared memory within each host,
+  // TCP between them.
+  bool hierarchical() const {
+    return locality_.shmEnabled && locality_.placement != nullptr &&
+           !locality_.placement->singleHost() && !locality_.placement->onePerHost();
+  }
+  Route route() const {
+    return singleHostShm() ? Route::kShm : hierarchical() ? Route::kHierarchical : Route::kTcp;
+  }
+  const Placement& placement() const { return *locality_.placement; }
+  // This host's shared-memory view of the call. REQUIRES: a domain exists.
+  ShmOp shmOp() { return ShmOp(*locality_.shm, context_, sig_); }
+  bool hasShmDomain() const { return locality_.shm != nullptr; }
+  // The same call over `sub` (a subset of this group's ranks), flat: no
+  // shared memory, every rank treated as remote.
+  Comm subComm(Transport& sub) { return Comm(sub, context_, sig_, seq_, scratch_); }
+
   // Uninitialised temporary memory for this call (reused across calls).
   uint8_t* scratch(Scratch slot, size_t bytes) { return scratch_.get(slot, bytes); }
 
@@ -57,6 +92,7 @@ class Comm {
   uint64_t seq_;
   uint32_t phaseBase_ = 0;
   ScratchArena& scratch_;
+  Locality locality_;
   std::vector<RequestPtr> posted_;
 };
 

@@ -4,11 +4,17 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
+#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 
 void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
             int root) {
+  if (comm.singleHostShm()) {
+    ShmOp local = comm.shmOp();
+    shm::gather(local, input, inputBytes, outputs, root);
+    return;
+  }
   const int p = comm.size();
   const int r = comm.rank();
   if (r != root) {
@@ -27,6 +33,11 @@ void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<
 
 void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
              int root) {
+  if (comm.singleHostShm()) {
+    ShmOp local = comm.shmOp();
+    shm::scatter(local, inputs, output, outputBytes, root);
+    return;
+  }
   const int p = comm.size();
   const int r = comm.rank();
   if (r != root) {

@@ -6,6 +6,8 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/hierarchical.h"
+#include "collectives/shm_collectives.h"
 #include "reduce/reduce.h"
 
 namespace meshcomm::collectives {
@@ -61,7 +63,18 @@ void reduceScatterGather(Comm& comm, uint8_t* data, size_t count, DType dtype, R
 void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root,
             Algorithm algo) {
   if (comm.size() == 1) return;
-  if (algo == Algorithm::kAuto) algo = chooseReduce(count * dtypeSize(dtype), comm.size());
+  if (algo == Algorithm::kAuto) {
+    algo = defaultReduce(count * dtypeSize(dtype), comm.size(), comm.route());
+  }
+  if (algo == Algorithm::kShm) {
+    ShmOp local = comm.shmOp();
+    shm::reduce(local, data, count, dtype, op, root);
+    return;
+  }
+  if (algo == Algorithm::kHierarchical) {
+    hierarchical::reduce(comm, data, count, dtype, op, root);
+    return;
+  }
   auto* bytes = static_cast<uint8_t*>(data);
   if (algo == Algorithm::kReduceScatterGather) {
     reduceScatterGather(comm, bytes, count, dtype, op, root);

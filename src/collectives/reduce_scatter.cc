@@ -12,6 +12,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/shm_collectives.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -19,6 +20,11 @@ namespace meshcomm::collectives {
 
 void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp op) {
+  if (comm.singleHostShm()) {
+    ShmOp local = comm.shmOp();
+    shm::reduceScatter(local, input, blockCounts, output, dtype, op);
+    return;
+  }
   const int p = comm.size();
   const int r = comm.rank();
   const size_t es = dtypeSize(dtype);

@@ -20,8 +20,9 @@ enum class Scratch : int {
   kOwnBlock = 3,  // reduce: this rank's finished block
   kCopy = 4,      // reduce: a non-root's accumulator
   kPacked = 5,    // a list of tensors packed into one buffer
+  kHostPartial = 6,  // hierarchical reduce: a non-root leader's host result
 };
-inline constexpr int kScratchSlots = 6;
+inline constexpr int kScratchSlots = 7;
 
 class ScratchArena {
  public:

@@ -21,18 +21,48 @@ constexpr Named kNames[] = {
     {"binomial_tree", Algorithm::kBinomialTree},
     {"chain", Algorithm::kChain},
     {"reduce_scatter_gather", Algorithm::kReduceScatterGather},
+    {"shm_oneshot", Algorithm::kShmOneShot},
+    {"shm_rsag", Algorithm::kShmReduceScatter},
+    {"shm", Algorithm::kShm},
+    {"hierarchical", Algorithm::kHierarchical},
 };
+
+const char* routeName(Route route) {
+  switch (route) {
+    case Route::kTcp: return "TCP between every rank";
+    case Route::kShm: return "shared memory on one host";
+    case Route::kHierarchical: return "shared memory within hosts and TCP between them";
+  }
+  return "?";
+}
+
+bool runsOn(Algorithm algo, Route route) {
+  switch (algo) {
+    case Algorithm::kShmOneShot:
+    case Algorithm::kShmReduceScatter:
+    case Algorithm::kShm: return route == Route::kShm;
+    case Algorithm::kHierarchical: return route == Route::kHierarchical;
+    default: return true;  // the TCP algorithms run anywhere
+  }
+}
 
 // The forced algorithm for `op` from MESHCOMM_ALGO_<OP>, checked against
 // the algorithms that implement it.
-Algorithm forced(const char* variable, std::initializer_list<Algorithm> allowed) {
+Algorithm forced(const char* variable, std::initializer_list<Algorithm> allowed, Route route,
+                 int groupSize) {
   auto value = envString(variable);
   if (!value || value->empty()) return Algorithm::kAuto;
   for (const auto& n : kNames) {
     if (*value != n.name) continue;
     if (n.algo == Algorithm::kAuto) return n.algo;
     for (Algorithm a : allowed) {
-      if (a == n.algo) return a;
+      if (a != n.algo) continue;
+      // A group of one runs nothing, so any choice is moot there.
+      if (groupSize > 1 && !runsOn(a, route)) {
+        throw InvalidArgument(std::string(variable) + "='" + *value + "' cannot run here: this " +
+                              "group's ranks use " + routeName(route));
+      }
+      return a;
     }
   }
   std::string choices = "auto";
@@ -49,10 +79,22 @@ const char* algorithmName(Algorithm algo) {
   return "unknown";
 }
 
-Algorithm chooseAllReduce(size_t bytes, int groupSize) {
+Algorithm chooseAllReduce(size_t bytes, int groupSize, Route route) {
   Algorithm f = forced("MESHCOMM_ALGO_ALLREDUCE",
-                       {Algorithm::kRing, Algorithm::kRecursiveDoubling});
-  if (f != Algorithm::kAuto) return f;
+                       {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kShmOneShot,
+                        Algorithm::kShmReduceScatter, Algorithm::kHierarchical},
+                       route, groupSize);
+  return f != Algorithm::kAuto ? f : defaultAllReduce(bytes, groupSize, route);
+}
+
+Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
+  if (route == Route::kHierarchical) return Algorithm::kHierarchical;
+  if (route == Route::kShm) {
+    // One-shot reads P slots per rank but needs one round; reduce-scatter
+    // reads one, in two rounds. docs/tuning.md has the crossover.
+    size_t oneShotUpTo = groupSize <= 2 ? size_t{256} << 10 : groupSize <= 4 ? 64 << 10 : 16 << 10;
+    return bytes <= oneShotUpTo ? Algorithm::kShmOneShot : Algorithm::kShmReduceScatter;
+  }
   // Recursive doubling moves the whole buffer log2(P) times but needs only
   // log2(P) latencies; the ring moves 2(P-1)/P of it in 2(P-1) steps.
   if (groupSize <= 2) return bytes <= (size_t{1} << 20) ? Algorithm::kRecursiveDoubling
@@ -60,19 +102,34 @@ Algorithm chooseAllReduce(size_t bytes, int groupSize) {
   return bytes <= 64 * 1024 ? Algorithm::kRecursiveDoubling : Algorithm::kRing;
 }
 
-Algorithm chooseBroadcast(size_t bytes, int groupSize) {
-  Algorithm f = forced("MESHCOMM_ALGO_BROADCAST", {Algorithm::kBinomialTree, Algorithm::kChain});
-  if (f != Algorithm::kAuto) return f;
+Algorithm chooseBroadcast(size_t bytes, int groupSize, Route route) {
+  Algorithm f = forced("MESHCOMM_ALGO_BROADCAST",
+                       {Algorithm::kBinomialTree, Algorithm::kChain, Algorithm::kShm,
+                        Algorithm::kHierarchical},
+                       route, groupSize);
+  return f != Algorithm::kAuto ? f : defaultBroadcast(bytes, groupSize, route);
+}
+
+Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {
+  if (route == Route::kShm) return Algorithm::kShm;
+  if (route == Route::kHierarchical) return Algorithm::kHierarchical;
   // A pipelined chain keeps every link busy once the pipe is full; the
   // tree wins while latency dominates.
   return (bytes >= (size_t{1} << 20) && groupSize > 2) ? Algorithm::kChain
                                                        : Algorithm::kBinomialTree;
 }
 
-Algorithm chooseReduce(size_t bytes, int groupSize) {
+Algorithm chooseReduce(size_t bytes, int groupSize, Route route) {
   Algorithm f = forced("MESHCOMM_ALGO_REDUCE",
-                       {Algorithm::kBinomialTree, Algorithm::kReduceScatterGather});
-  if (f != Algorithm::kAuto) return f;
+                       {Algorithm::kBinomialTree, Algorithm::kReduceScatterGather, Algorithm::kShm,
+                        Algorithm::kHierarchical},
+                       route, groupSize);
+  return f != Algorithm::kAuto ? f : defaultReduce(bytes, groupSize, route);
+}
+
+Algorithm defaultReduce(size_t bytes, int groupSize, Route route) {
+  if (route == Route::kShm) return Algorithm::kShm;
+  if (route == Route::kHierarchical) return Algorithm::kHierarchical;
   return (bytes >= 256 * 1024 && groupSize > 2) ? Algorithm::kReduceScatterGather
                                                 : Algorithm::kBinomialTree;
 }

@@ -1,7 +1,7 @@
-// Which algorithm runs a collective, by operation, size and group size.
-// MESHCOMM_ALGO_<OP>=<name> forces one (for tests and benchmarks), e.g.
-// MESHCOMM_ALGO_ALLREDUCE=ring. docs/tuning.md records the measurements
-// behind the defaults.
+// Which algorithm runs a collective, by operation, size, group size and
+// placement. MESHCOMM_ALGO_<OP>=<name> forces one (for tests and
+// benchmarks), e.g. MESHCOMM_ALGO_ALLREDUCE=ring. docs/tuning.md records
+// the measurements behind the defaults.
 #pragma once
 
 #include <cstddef>
@@ -16,13 +16,33 @@ enum class Algorithm {
   kBinomialTree,       // broadcast, reduce
   kChain,              // broadcast: pipelined chain
   kReduceScatterGather,  // reduce: ring reduce-scatter, then gather at the root
+  kShmOneShot,         // one host: every rank reduces every slot (all_reduce)
+  kShmReduceScatter,   // one host: slice-parallel reduce, then copy-out (all_reduce)
+  kShm,                // one host: the shared-memory algorithm (broadcast, reduce)
+  kHierarchical,       // shared memory within hosts, TCP between one leader per host
+};
+
+// How a group's ranks can reach each other.
+enum class Route {
+  kTcp,           // no two ranks share a host (or shared memory is off)
+  kShm,           // every rank on this host
+  kHierarchical,  // several hosts, several ranks on some
 };
 
 const char* algorithmName(Algorithm algo);
 
-Algorithm chooseAllReduce(size_t bytes, int groupSize);
-Algorithm chooseBroadcast(size_t bytes, int groupSize);
-Algorithm chooseReduce(size_t bytes, int groupSize);
+// The algorithm for a call: MESHCOMM_ALGO_<OP> if set, else the default.
+// Throw InvalidArgument if the variable names an unknown algorithm or one
+// the route cannot run.
+Algorithm chooseAllReduce(size_t bytes, int groupSize, Route route);
+Algorithm chooseBroadcast(size_t bytes, int groupSize, Route route);
+Algorithm chooseReduce(size_t bytes, int groupSize, Route route);
+
+// The defaults alone, for algorithms that run one as a part (the leaders'
+// step of a hierarchical one), where a forced choice would not apply.
+Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route);
+Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route);
+Algorithm defaultReduce(size_t bytes, int groupSize, Route route);
 
 // Bytes per pipelined chunk for a message of `bytes`.
 size_t pipelineChunkBytes(size_t bytes);

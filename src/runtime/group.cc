@@ -3,17 +3,27 @@
 #include <set>
 
 #include "collectives/opcode.h"
+#include "transport/failure.h"
 
 namespace meshcomm {
 
-GroupImpl::GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport)
+GroupImpl::GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport,
+                     std::unique_ptr<ShmDomain> shm)
     : config_(std::move(config)),
       transport_(std::move(transport)),
+      shm_(std::move(shm)),
       executor_(std::make_unique<Executor>(config_.name, *transport_)) {}
 
 GroupImpl::~GroupImpl() {
   executor_.reset();
+  shm_.reset();
   transport_.reset();
+}
+
+Route GroupImpl::route() const {
+  if (!config_.shmEnabled || size() == 1) return Route::kTcp;
+  if (config_.placement.singleHost()) return Route::kShm;
+  return config_.placement.onePerHost() ? Route::kTcp : Route::kHierarchical;
 }
 
 OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOptions& options) const {
@@ -33,8 +43,19 @@ WorkPtr GroupImpl::runCollective(const char* opName, const MessageSignature& sig
       std::move(description),
       [this, opName, sig, options, body = std::move(body)]() -> Executor::Pending {
         uint64_t seq = collectiveSeq_++;
-        Comm comm(*transport_, contextFor(opName, seq, options), sig, seq, scratch_);
-        body(comm);
+        Locality locality{&config_.placement, shm_.get(), config_.shmEnabled};
+        Comm comm(*transport_, contextFor(opName, seq, options), sig, seq, scratch_, locality);
+        try {
+          body(comm);
+        } catch (...) {
+          // A failed collective leaves its peers mid-operation: tell the
+          // ranks of this host through shared memory, the others through
+          // the transport (and the store), so every rank fails now.
+          auto error = std::current_exception();
+          if (shm_) shm_->abort(abortReasonOf(error), errorMessageOf(error));
+          transport_->abort(error);
+          throw;
+        }
         return {};
       },
       options.blocking);

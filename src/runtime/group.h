@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "collectives/comm.h"
+#include "collectives/placement.h"
 #include "meshcomm/process_group.h"
 #include "runtime/executor.h"
+#include "transport/shm/shm_domain.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
@@ -24,11 +26,18 @@ struct GroupConfig {
   int rank = 0;
   std::vector<int> worldRanks;
   std::chrono::milliseconds timeout{0};
+  Placement placement;
+  // Shared memory is in use on every host with several members (the same
+  // decision on every rank).
+  bool shmEnabled = false;
 };
 
 class GroupImpl {
  public:
-  GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport);
+  // shm: this host's domain; null when this host has one member or
+  // shared memory is off.
+  GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport,
+            std::unique_ptr<ShmDomain> shm);
   // Lets queued operations finish, then closes the transport.
   ~GroupImpl();
 
@@ -37,6 +46,8 @@ class GroupImpl {
   int size() const { return static_cast<int>(config_.worldRanks.size()); }
   const std::vector<int>& worldRanks() const { return config_.worldRanks; }
   std::chrono::milliseconds timeout() const { return config_.timeout; }
+  // How the members reach each other, for choosing algorithms.
+  Route route() const;
 
   // Queues a collective. body runs on the executor with a Comm carrying the
   // call's sequence number and signature.
@@ -54,6 +65,7 @@ class GroupImpl {
 
   GroupConfig config_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<ShmDomain> shm_;
   // Touched only by the thread running the group's current operation.
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;

@@ -22,6 +22,7 @@
 #include "meshcomm/process_group.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
+#include "runtime/shm_setup.h"
 #include "transport/peer_monitor.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -102,7 +103,7 @@ std::string describeSignature(const MessageSignature& sig, uint64_t bytes) {
   } else if (sig.detail != 0) {
     os << ", split sizes #" << std::hex << sig.detail << std::dec;
   }
-  os << ", message of " << bytes << " bytes";
+  if (bytes != kNoMessageBytes) os << ", message of " << bytes << " bytes";
   return os.str();
 }
 
@@ -144,6 +145,8 @@ class WorldImpl {
   std::string advertiseHost;
   std::chrono::microseconds spin{50};
   bool hostsStore = false;
+  std::vector<std::string> hostIdOfRank;  // by world rank (runtime/shm_setup.h)
+  bool oversubscribed = false;            // more ranks on this host than usable CPUs
 
   std::shared_ptr<Store> userStore;      // what the job rendezvoused through
   std::shared_ptr<TCPStore> liveStore;   // this runtime's own connection, if TCP
@@ -205,8 +208,30 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
                   " did not join within " + std::to_string(groupTimeout.count()) +
                   " ms; every member must call new_group with the same ranks");
   }
-  GroupConfig config{name, groupRank, members, groupTimeout};
-  auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(transport));
+  std::vector<int> hostIds;
+  {
+    std::map<std::string, int> idOf;
+    for (int m : members) {
+      auto [it, fresh] = idOf.emplace(hostIdOfRank[static_cast<size_t>(m)],
+                                      static_cast<int>(idOf.size()));
+      hostIds.push_back(it->second);
+    }
+  }
+  ShmSetupOptions so;
+  so.groupName = name;
+  so.groupRank = groupRank;
+  so.worldRanks = members;
+  so.placement = Placement::fromHostIds(hostIds);
+  so.groupStore = groupStore;
+  so.monitor = monitor;
+  so.timeout = groupTimeout;
+  so.oversubscribed = oversubscribed;
+  so.describeSignature = describeSignature;
+  ShmSetup shm = setUpSharedMemory(so);
+
+  GroupConfig config{name, groupRank, members, groupTimeout, so.placement, shm.enabled};
+  auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(transport),
+                                          std::move(shm.domain));
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
   std::lock_guard<std::mutex> lock(mu);
   groups[name] = group;
@@ -369,7 +394,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   w->jobStore = std::make_shared<PrefixStore>(w->jobPrefix, runtimeStore);
 
   const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
-                         " pid=" + std::to_string(getpid());
+                         " pid=" + std::to_string(getpid()) + " node=" + localHostId();
   const std::string rankKey = "rank/" + std::to_string(rank);
   Bytes claimed = w->jobStore->compareSet(rankKey, Bytes{}, Bytes(me.begin(), me.end()));
   if (std::string(claimed.begin(), claimed.end()) != me) {
@@ -399,18 +424,21 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
                   " ms (missing: " + missing + ")");
   }
   int local = 0;
+  const std::string myHostId = localHostId();
   for (const Bytes& info : w->jobStore->multiGet(rankKeys)) {
     std::string s(info.begin(), info.end());
+    size_t node = s.find(" node=");
+    w->hostIdOfRank.push_back(node == std::string::npos ? s : s.substr(node + 6));
     std::string theirs = s.substr(0, s.find(' '));
     if (theirs != "world_size=" + std::to_string(size)) {
       throw InvalidArgument("inconsistent world size: this rank has world_size=" +
                             std::to_string(size) + " but another rank reports '" + s + "'");
     }
-    if (s.find(" host=" + hostName() + " ") != std::string::npos) ++local;
+    if (w->hostIdOfRank.back() == myHostId) ++local;
   }
+  w->oversubscribed = local > usableCpus();
   // Busy-polling only pays while every rank has a core to itself.
-  auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", local > cores ? 0 : 50);
+  int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", w->oversubscribed ? 0 : 50);
   w->spin = std::chrono::microseconds(std::max<int64_t>(0, spinUs));
 
   std::vector<int> all(static_cast<size_t>(size));

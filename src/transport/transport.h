@@ -38,6 +38,9 @@ struct MessageSignature {
   bool operator==(const MessageSignature&) const = default;
 };
 
+// Passed to a signature describer when there is no message size to name.
+inline constexpr uint64_t kNoMessageBytes = ~uint64_t{0};
+
 struct Request {
   enum class State { kPending, kDone, kFailed };
   bool isSend = false;

@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/socket.h"
 #include "meshcomm/error.h"
+#include "transport/failure.h"
 
 namespace meshcomm {
 namespace {
@@ -24,30 +25,6 @@ constexpr auto kDialTimeout = std::chrono::seconds(30);
 constexpr int kMaxBlockingPollMs = 100;
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
-
-wire::AbortReason reasonOf(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const PeerLost&) {
-    return wire::AbortReason::kPeerLost;
-  } catch (const Timeout&) {
-    return wire::AbortReason::kTimeout;
-  } catch (const Mismatch&) {
-    return wire::AbortReason::kMismatch;
-  } catch (...) {
-    return wire::AbortReason::kAborted;
-  }
-}
-
-std::string messageOf(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
 
 // Whether two tags belong to the same collective call (collectives/comm.h:
 // top bit set, then the call's sequence number above a 24-bit step).
@@ -705,8 +682,8 @@ void TcpTransport::peerLost(Pair& p, const std::string& why, const std::string& 
 void TcpTransport::failWith(std::exception_ptr error) {
   if (broken_) return;
   broken_ = error;
-  auto reason = reasonOf(error);
-  std::string message = messageOf(error);
+  auto reason = abortReasonOf(error);
+  std::string message = errorMessageOf(error);
   if (options_.monitor) {
     options_.monitor->reportAbort(options_.worldRanks[static_cast<size_t>(options_.rank)],
                                   reason, message);

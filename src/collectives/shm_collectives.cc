@@ -1,0 +1,398 @@
+#include "collectives/shm_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/blocks.h"
+#include "common/check.h"
+#include "reduce/reduce.h"
+
+namespace meshcomm::collectives::shm {
+namespace {
+
+constexpr size_t kAlign = 64;  // slices and regions start on cache lines
+
+// memmove: a rank's own block may be its input (in-place calls).
+void copy(void* to, const void* from, size_t bytes) {
+  if (bytes > 0 && to != from) std::memmove(to, from, bytes);
+}
+
+size_t alignDown(size_t n) { return n / kAlign * kAlign; }
+
+// Whether a payload of `bytes` per rank fits in the flag line.
+bool fitsInline(size_t bytes) { return bytes <= ShmDomain::kInlineBytes; }
+
+// Rounds needed to move `bytes` in pieces of `piece` (at least one, which
+// carries the signature check).
+size_t roundsFor(size_t bytes, size_t piece) { return std::max<size_t>(1, ceilDiv(bytes, piece)); }
+
+// The signature check of an operation's first round, for the operations
+// whose first round would otherwise not wait for everyone (rooted ones).
+void waitFirst(ShmOp& op, size_t round, int root) {
+  if (round == 0) {
+    op.waitAll();
+  } else if (op.rank() != root) {
+    op.wait(root);
+  }
+}
+
+// One round of the one-shot all-reduce on `count` elements at `data`.
+void oneShotRound(ShmOp& op, uint8_t* data, size_t count, DType dtype, ReduceOp rop,
+                  bool useInline) {
+  const size_t bytes = count * dtypeSize(dtype);
+  uint8_t* mine = op.begin();
+  if (useInline) mine = op.inlineData();
+  copy(mine, data, bytes);
+  op.publish();
+  op.waitAll();
+  const void* inputs[256];
+  std::vector<const void*> many;
+  const void** in = inputs;
+  if (op.size() > 256) {
+    many.resize(static_cast<size_t>(op.size()));
+    in = many.data();
+  }
+  for (int i = 0; i < op.size(); ++i) in[i] = useInline ? op.inlineOf(i) : op.slot(i);
+  reduce::reduceInto(rop, dtype, data, in, static_cast<size_t>(op.size()), count);
+}
+
+// Pointers to the same offset of every rank's slot of the current round.
+std::vector<const void*> slotsAt(ShmOp& op, size_t offset) {
+  std::vector<const void*> out(static_cast<size_t>(op.size()));
+  for (int i = 0; i < op.size(); ++i) out[static_cast<size_t>(i)] = op.slot(i) + offset;
+  return out;
+}
+
+// Element offsets of P slices of a chunk, each starting on a cache line
+// where the element size allows, so every rank's kernel runs aligned.
+std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts) {
+  size_t perLine = std::max<size_t>(1, kAlign / elementSize);
+  size_t lines = ceilDiv(count, perLine);
+  std::vector<size_t> split = evenSplit(lines, parts);
+  std::vector<size_t> offs(static_cast<size_t>(parts) + 1, 0);
+  for (int i = 0; i < parts; ++i) {
+    offs[static_cast<size_t>(i) + 1] =
+        std::min(count, offs[static_cast<size_t>(i)] + split[static_cast<size_t>(i)] * perLine);
+  }
+  return offs;
+}
+
+}  // namespace
+
+void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, Algorithm algo) {
+  auto* bytes = static_cast<uint8_t*>(data);
+  const size_t es = dtypeSize(dtype);
+  const size_t total = count * es;
+  if (fitsInline(total)) {
+    oneShotRound(op, bytes, count, dtype, rop, /*useInline=*/true);
+    return;
+  }
+  const size_t chunk = std::max<size_t>(1, op.slotBytes() / es);
+  if (algo == Algorithm::kShmOneShot) {
+    for (size_t off = 0; off < count; off += chunk) {
+      oneShotRound(op, bytes + off * es, std::min(chunk, count - off), dtype, rop, false);
+    }
+    return;
+  }
+  const int p = op.size();
+  const int me = op.rank();
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t n = std::min(chunk, count - off);
+    uint8_t* part = bytes + off * es;
+    const std::vector<size_t> slice = sliceOffsets(n, es, p);
+    const size_t mySliceBytes = slice[static_cast<size_t>(me)] * es;
+    // Round A: publish this chunk; then reduce my slice of every rank's copy
+    // straight into my slot of round B.
+    copy(op.begin(), part, n * es);
+    op.publish();
+    op.waitAll();
+    std::vector<const void*> inputs = slotsAt(op, mySliceBytes);
+    uint8_t* reduced = op.begin();
+    size_t myCount = slice[static_cast<size_t>(me) + 1] - slice[static_cast<size_t>(me)];
+    reduce::reduceInto(rop, dtype, reduced + mySliceBytes, inputs.data(), inputs.size(), myCount);
+    op.publish();
+    // Round B: gather every rank's finished slice.
+    op.waitAll();
+    for (int i = 0; i < p; ++i) {
+      size_t from = slice[static_cast<size_t>(i)] * es;
+      size_t to = slice[static_cast<size_t>(i) + 1] * es;
+      copy(part + from, op.slot(i) + from, to - from);
+    }
+  }
+}
+
+void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
+  auto* out = static_cast<uint8_t*>(data);
+  const bool isRoot = op.rank() == root;
+  if (fitsInline(bytes)) {
+    op.begin();
+    if (isRoot) copy(op.inlineData(), out, bytes);
+    op.publish();
+    op.waitAll();
+    if (!isRoot) copy(out, op.inlineOf(root), bytes);
+    return;
+  }
+  const size_t piece = op.slotBytes();
+  const size_t rounds = roundsFor(bytes, piece);
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * piece;
+    const size_t n = std::min(piece, bytes - off);
+    uint8_t* mine = op.begin();
+    if (isRoot) copy(mine, out + off, n);
+    op.publish();
+    waitFirst(op, k, root);
+    if (!isRoot) copy(out + off, op.slot(root), n);
+  }
+}
+
+void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root) {
+  auto* bytes = static_cast<uint8_t*>(data);
+  const size_t es = dtypeSize(dtype);
+  const int p = op.size();
+  const int me = op.rank();
+  const bool isRoot = me == root;
+  if (fitsInline(count * es)) {
+    op.begin();
+    copy(op.inlineData(), bytes, count * es);
+    op.publish();
+    op.waitAll();
+    if (!isRoot) return;
+    std::vector<const void*> inputs(static_cast<size_t>(p));
+    for (int i = 0; i < p; ++i) inputs[static_cast<size_t>(i)] = op.inlineOf(i);
+    reduce::reduceInto(rop, dtype, bytes, inputs.data(), inputs.size(), count);
+    return;
+  }
+  // Every rank reduces its slice, the root collects the slices: the root
+  // does 1/P of the reduction instead of all of it.
+  const size_t chunk = std::max<size_t>(1, op.slotBytes() / es);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t n = std::min(chunk, count - off);
+    uint8_t* part = bytes + off * es;
+    const std::vector<size_t> slice = sliceOffsets(n, es, p);
+    const size_t mySliceBytes = slice[static_cast<size_t>(me)] * es;
+    copy(op.begin(), part, n * es);
+    op.publish();
+    op.waitAll();
+    std::vector<const void*> inputs = slotsAt(op, mySliceBytes);
+    uint8_t* reduced = op.begin();
+    size_t myCount = slice[static_cast<size_t>(me) + 1] - slice[static_cast<size_t>(me)];
+    reduce::reduceInto(rop, dtype, reduced + mySliceBytes, inputs.data(), inputs.size(), myCount);
+    op.publish();
+    if (!isRoot) continue;
+    op.waitAll();
+    for (int i = 0; i < p; ++i) {
+      size_t from = slice[static_cast<size_t>(i)] * es;
+      size_t to = slice[static_cast<size_t>(i) + 1] * es;
+      copy(part + from, op.slot(i) + from, to - from);
+    }
+  }
+}
+
+void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs) {
+  const auto* in = static_cast<const uint8_t*>(input);
+  const int p = op.size();
+  size_t largest = 0;
+  for (const Block& b : outputs) largest = std::max(largest, b.bytes);
+  const bool useInline = fitsInline(largest);
+  const size_t piece = useInline ? ShmDomain::kInlineBytes : op.slotBytes();
+  const size_t rounds = roundsFor(largest, piece);
+  copy(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes);
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * piece;
+    uint8_t* mine = op.begin();
+    if (useInline) mine = op.inlineData();
+    if (off < inputBytes) copy(mine, in + off, std::min(piece, inputBytes - off));
+    op.publish();
+    op.waitAll();
+    for (int i = 0; i < p; ++i) {
+      const Block& b = outputs[static_cast<size_t>(i)];
+      if (i == op.rank() || off >= b.bytes) continue;
+      copy(b.data + off, useInline ? op.inlineOf(i) : op.slot(i), std::min(piece, b.bytes - off));
+    }
+  }
+}
+
+void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& blockCounts,
+                   void* output, DType dtype, ReduceOp rop) {
+  const auto* in = static_cast<const uint8_t*>(input);
+  const size_t es = dtypeSize(dtype);
+  const int p = op.size();
+  const int me = op.rank();
+  const std::vector<size_t> offs = offsetsOf(blockCounts);
+  const size_t largest = *std::max_element(blockCounts.begin(), blockCounts.end());
+  // Each round moves `chunk` elements of every block; block j's piece sits
+  // at region j of the slot.
+  const size_t region = std::max(kAlign, alignDown(op.slotBytes() / static_cast<size_t>(p)));
+  const size_t chunk = std::max<size_t>(1, region / es);
+  MESHCOMM_CHECK(chunk * es * static_cast<size_t>(p) <= op.slotBytes(),
+                 "shared-memory slot too small for " << p << " ranks");
+  const size_t rounds = roundsFor(largest, chunk);
+  std::vector<const void*> inputs(static_cast<size_t>(p));
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t first = k * chunk;
+    uint8_t* mine = op.begin();
+    for (int j = 0; j < p; ++j) {
+      size_t count = blockCounts[static_cast<size_t>(j)];
+      if (first >= count) continue;
+      copy(mine + static_cast<size_t>(j) * chunk * es, in + (offs[static_cast<size_t>(j)] + first) * es,
+           std::min(chunk, count - first) * es);
+    }
+    op.publish();
+    op.waitAll();
+    size_t myCount = blockCounts[static_cast<size_t>(me)];
+    if (first >= myCount) continue;
+    for (int i = 0; i < p; ++i) {
+      inputs[static_cast<size_t>(i)] = op.slot(i) + static_cast<size_t>(me) * chunk * es;
+    }
+    reduce::reduceInto(rop, dtype, static_cast<uint8_t*>(output) + first * es, inputs.data(),
+                       inputs.size(), std::min(chunk, myCount - first));
+  }
+}
+
+// gather and scatter accept blocks of different sizes (reduce's
+// reduce-scatter + gather uses them so): in the first round every rank
+// publishes its own size inline, the root checks them against its blocks,
+// and all ranks take the round count from the largest.
+namespace {
+
+size_t publishedSize(ShmOp& op, int local) {
+  uint64_t v;
+  std::memcpy(&v, op.inlineOf(local), sizeof(v));
+  return static_cast<size_t>(v);
+}
+
+// Round 0's size exchange; returns the largest size.
+size_t exchangeSizes(ShmOp& op, size_t mine, const std::vector<Block>* rootBlocks,
+                     const char* what) {
+  const auto v = static_cast<uint64_t>(mine);
+  std::memcpy(op.inlineData(), &v, sizeof(v));
+  op.publish();
+  op.waitAll();
+  size_t largest = 0;
+  for (int i = 0; i < op.size(); ++i) {
+    size_t theirs = publishedSize(op, i);
+    largest = std::max(largest, theirs);
+    if (rootBlocks != nullptr && (*rootBlocks)[static_cast<size_t>(i)].bytes != theirs) {
+      op.mismatch(op.describeRank(i) + " has " + std::to_string(theirs) + " bytes to " + what +
+                  " but the root's block for it holds " +
+                  std::to_string((*rootBlocks)[static_cast<size_t>(i)].bytes));
+    }
+  }
+  return largest;
+}
+
+}  // namespace
+
+void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
+            int root) {
+  const auto* in = static_cast<const uint8_t*>(input);
+  const bool isRoot = op.rank() == root;
+  const size_t piece = op.slotBytes();
+  if (isRoot) copy(outputs[static_cast<size_t>(root)].data, in, inputBytes);
+  size_t rounds = 1;
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * piece;
+    const size_t n = off < inputBytes ? std::min(piece, inputBytes - off) : 0;
+    copy(op.begin(), in + off, n);
+    if (k == 0) {
+      rounds = roundsFor(exchangeSizes(op, inputBytes, isRoot ? &outputs : nullptr, "gather"),
+                         piece);
+    } else {
+      op.publish();
+      if (isRoot) op.waitAll();
+    }
+    if (!isRoot) continue;
+    for (int i = 0; i < op.size(); ++i) {
+      const Block& b = outputs[static_cast<size_t>(i)];
+      if (i != root && off < b.bytes) copy(b.data + off, op.slot(i), std::min(piece, b.bytes - off));
+    }
+  }
+}
+
+void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t outputBytes,
+             int root) {
+  auto* out = static_cast<uint8_t*>(output);
+  const int p = op.size();
+  const bool isRoot = op.rank() == root;
+  const size_t region = std::max(kAlign, alignDown(op.slotBytes() / static_cast<size_t>(p)));
+  MESHCOMM_CHECK(region * static_cast<size_t>(p) <= op.slotBytes(),
+                 "shared-memory slot too small for " << p << " ranks");
+  if (isRoot) copy(out, inputs[static_cast<size_t>(root)].data, outputBytes);
+  // Round 0 only agrees on sizes: the root learns them before it copies.
+  op.begin();
+  const size_t rounds =
+      roundsFor(exchangeSizes(op, outputBytes, isRoot ? &inputs : nullptr, "receive"), region);
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * region;
+    uint8_t* mine = op.begin();
+    if (isRoot) {
+      for (int j = 0; j < p; ++j) {
+        const Block& b = inputs[static_cast<size_t>(j)];
+        if (j != root && off < b.bytes) {
+          copy(mine + static_cast<size_t>(j) * region, b.data + off, std::min(region, b.bytes - off));
+        }
+      }
+    }
+    op.publish();
+    if (isRoot) continue;
+    op.wait(root);
+    if (off < outputBytes) {
+      copy(out + off, op.slot(root) + static_cast<size_t>(op.rank()) * region,
+           std::min(region, outputBytes - off));
+    }
+  }
+}
+
+void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
+  const int p = op.size();
+  const int me = op.rank();
+  // Every round's slot starts with this rank's send sizes, so receivers can
+  // check them and all ranks agree on how many rounds the largest needs.
+  const size_t header = ((static_cast<size_t>(p) * sizeof(uint64_t) + kAlign - 1) / kAlign) * kAlign;
+  const size_t region = alignDown((op.slotBytes() - header) / static_cast<size_t>(p));
+  MESHCOMM_CHECK(region >= kAlign, "shared-memory slot too small for " << p << " ranks");
+  copy(recvs[static_cast<size_t>(me)].data, sends[static_cast<size_t>(me)].data,
+       std::min(sends[static_cast<size_t>(me)].bytes, recvs[static_cast<size_t>(me)].bytes));
+  size_t rounds = 1;
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * region;
+    uint8_t* mine = op.begin();
+    auto* sizes = reinterpret_cast<uint64_t*>(mine);
+    for (int j = 0; j < p; ++j) {
+      const Block& s = sends[static_cast<size_t>(j)];
+      sizes[j] = s.bytes;
+      if (j != me && off < s.bytes) {
+        copy(mine + header + static_cast<size_t>(j) * region, s.data + off, std::min(region, s.bytes - off));
+      }
+    }
+    op.publish();
+    op.waitAll();
+    if (k == 0) {
+      size_t largest = 0;
+      for (int i = 0; i < p; ++i) {
+        const auto* theirs = reinterpret_cast<const uint64_t*>(op.slot(i));
+        for (int j = 0; j < p; ++j) largest = std::max<size_t>(largest, theirs[j]);
+        if (theirs[me] != recvs[static_cast<size_t>(i)].bytes) {
+          op.mismatch(op.describeRank(i) + " sends " + std::to_string(theirs[me]) +
+                      " bytes to this rank, which expects " +
+                      std::to_string(recvs[static_cast<size_t>(i)].bytes));
+        }
+      }
+      rounds = roundsFor(largest, region);
+    }
+    for (int i = 0; i < p; ++i) {
+      const Block& r = recvs[static_cast<size_t>(i)];
+      if (i == me || off >= r.bytes) continue;
+      copy(r.data + off, op.slot(i) + header + static_cast<size_t>(me) * region,
+           std::min(region, r.bytes - off));
+    }
+  }
+}
+
+void barrier(ShmOp& op) {
+  op.begin();
+  op.publish();
+  op.waitAll();
+}
+
+}  // namespace meshcomm::collectives::shm

@@ -1,0 +1,138 @@
+#include "runtime/shm_setup.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <optional>
+
+#include "common/crypto.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "meshcomm/error.h"
+
+namespace meshcomm {
+namespace {
+
+// Disabled on a host: published instead of a segment name.
+constexpr char kOff[] = "-";
+
+std::string hostName() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::string hexOf(const std::vector<uint8_t>& bytes) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+size_t slotBytesFromEnv() {
+  int64_t v = envIntOr("MESHCOMM_SHM_SLOT_BYTES", 512 * 1024);
+  if (v < 4096 || v > (int64_t{1} << 30)) {
+    throw InvalidArgument("MESHCOMM_SHM_SLOT_BYTES=" + std::to_string(v) +
+                          " is outside [4096, 1 GiB]");
+  }
+  return static_cast<size_t>(v);
+}
+
+// Job-unique, readable, and found by meshrun's clean-up (which removes
+// /dev/shm/meshcomm-*<job id>* when a job ends).
+std::string segmentName(const std::string& groupName) {
+  std::string job = envString("MESHCOMM_JOB_ID").value_or("");
+  if (job.empty() || job.find('/') != std::string::npos) job = std::to_string(::getpid());
+  std::string name = "/meshcomm-";
+  name += job;
+  name += '-';
+  name += sha1Hex(groupName).substr(0, 12);
+  name += '-';
+  name += hexOf(randomBytes(6));
+  return name;
+}
+
+}  // namespace
+
+std::string localHostId() {
+  if (auto id = envString("MESHCOMM_HOST_ID"); id && !id->empty()) return *id;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string bootId;
+  std::getline(boot, bootId);
+  return hostName() + "/" + bootId;
+}
+
+ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
+  ShmSetup result;
+  const Placement& pl = o.placement;
+  std::vector<std::string> keys;  // one per host with several members
+  for (size_t h = 0; h < pl.hosts.size(); ++h) {
+    if (pl.hosts[h].size() >= 2) keys.push_back("shm/" + std::to_string(h));
+  }
+  if (keys.empty()) return result;
+
+  const int myHost = pl.hostOf[static_cast<size_t>(o.groupRank)];
+  const std::vector<int>& locals = pl.hosts[static_cast<size_t>(myHost)];
+  const int localSize = static_cast<int>(locals.size());
+  const size_t slotBytes = slotBytesFromEnv();
+  const size_t bytes = ShmDomain::segmentBytes(localSize, slotBytes);
+  const std::string myKey = "shm/" + std::to_string(myHost);
+
+  std::optional<ShmSegment> created;
+  if (localSize >= 2 && locals.front() == o.groupRank) {
+    std::string published = kOff;
+    if (envBool("MESHCOMM_SHM", true)) {
+      std::string name = segmentName(o.groupName);
+      try {
+        created.emplace(ShmSegment::create(name, bytes));
+        ShmDomain::format(created->data(), localSize, slotBytes);
+        published = name;
+      } catch (const Error& e) {
+        MESHCOMM_LOG(kWarn, "group " << o.groupName << ": shared memory unavailable, using "
+                                        << "TCP within this host: " << e.what());
+      }
+    }
+    o.groupStore->set(myKey, published);
+  }
+  try {
+    o.groupStore->wait(keys, o.timeout);
+  } catch (const Timeout&) {
+    throw Timeout("creating group " + o.groupName + ": a host's first member did not set up " +
+                  "shared memory within " + std::to_string(o.timeout.count()) + " ms");
+  }
+  std::string myName;
+  std::vector<Bytes> values = o.groupStore->multiGet(keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::string value(values[i].begin(), values[i].end());
+    if (value == kOff) return result;  // some host cannot: nobody does
+    if (keys[i] == myKey) myName = value;
+  }
+  result.enabled = true;
+  if (localSize < 2) return result;
+
+  ShmDomainOptions d;
+  d.groupName = o.groupName;
+  for (int i = 0; i < localSize; ++i) {
+    if (locals[static_cast<size_t>(i)] == o.groupRank) d.localRank = i;
+    d.groupRanks.push_back(locals[static_cast<size_t>(i)]);
+    d.worldRanks.push_back(o.worldRanks[static_cast<size_t>(locals[static_cast<size_t>(i)])]);
+  }
+  d.slotBytes = slotBytes;
+  // An idle core per rank: spin, since the peer is probably running. More
+  // ranks than cores: the peer we wait for may need our core, so yield at
+  // once and sleep soon.
+  int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", o.oversubscribed ? 0 : 50);
+  int64_t yieldUs = envIntOr("MESHCOMM_SHM_YIELD_US", o.oversubscribed ? 200 : 1000);
+  d.spin = std::chrono::microseconds(std::max<int64_t>(0, spinUs));
+  d.yield = std::chrono::microseconds(std::max<int64_t>(0, yieldUs));
+  d.monitor = o.monitor;
+  d.describeSignature = o.describeSignature;
+  ShmSegment segment = created ? std::move(*created) : ShmSegment::open(myName, bytes);
+  result.domain = std::make_unique<ShmDomain>(std::move(d), std::move(segment));
+  return result;
+}
+
+}  // namespace meshcomm

@@ -1,0 +1,355 @@
+#include "transport/shm/shm_domain.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <thread>
+
+#include "common/check.h"
+#include "meshcomm/error.h"
+#include "transport/failure.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MESHCOMM_CPU_RELAX() _mm_pause()
+#else
+#define MESHCOMM_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace meshcomm {
+namespace {
+
+constexpr uint64_t kMagic = 0x6873'6d6d'6f63'686dULL;  // "mhcommsh"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kLine = 64;
+constexpr size_t kPage = 4096;
+// How often a waiting rank looks beyond its own flags (pids, store).
+constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
+constexpr auto kStoreEvery = std::chrono::milliseconds(200);
+
+size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+struct alignas(kLine) Header {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t localSize;
+  uint64_t slotBytes;
+  std::atomic<uint32_t> mapped;  // local ranks attached so far
+};
+
+// Sleepers register here before futex-waiting on `generation`, so a
+// publisher makes the wake-up system call only when someone sleeps.
+struct alignas(kLine) WakeLine {
+  std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> sleepers;
+};
+
+struct alignas(kLine) AbortLine {
+  std::atomic<uint32_t> claimed;  // 0 -> 1 by the first aborting rank
+  std::atomic<uint32_t> raised;   // 1 once reason and message are written
+  uint8_t reason;
+  char message[kLine * 4 - 12];
+};
+
+struct alignas(kLine) MemberLine {
+  std::atomic<int32_t> pid;
+};
+
+// One per rank and buffer parity. The round is written last (release) and
+// read first (acquire); everything else is plain data it publishes.
+struct alignas(kLine) FlagLine {
+  std::atomic<uint64_t> round;
+  uint8_t opcode;
+  uint8_t dtype;
+  uint8_t reduceOp;
+  uint8_t pad[5];
+  uint64_t opCount;
+  uint64_t detail;
+  uint8_t inlineData[ShmDomain::kInlineBytes];
+};
+static_assert(sizeof(FlagLine) == kLine);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+// Whether `pid` still runs (a zombie does not: it has exited, and only its
+// parent has not collected it yet).
+bool processAlive(int32_t pid) {
+  if (pid <= 0) return true;  // not attached yet: nothing to judge by
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return true;
+  char state = text[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace
+
+// Where everything is, for this domain's local size and slot size.
+struct ShmDomain::Layout {
+  Header header;
+  WakeLine wake;
+  AbortLine abort;
+  // Followed by: MemberLine[localSize], FlagLine[2 * localSize], page
+  // padding, then each rank's two slots.
+  static MemberLine* members(Layout* l) {
+    return reinterpret_cast<MemberLine*>(reinterpret_cast<uint8_t*>(l) + sizeof(Layout));
+  }
+  static FlagLine* flags(Layout* l) {
+    return reinterpret_cast<FlagLine*>(members(l) + l->header.localSize);
+  }
+  static size_t slotsOffset(int localSize) {
+    return roundUp(sizeof(Layout) + sizeof(MemberLine) * static_cast<size_t>(localSize) +
+                       sizeof(FlagLine) * 2 * static_cast<size_t>(localSize),
+                   kPage);
+  }
+};
+
+size_t ShmDomain::segmentBytes(int localSize, size_t slotBytes) {
+  return Layout::slotsOffset(localSize) +
+         2 * roundUp(slotBytes, kPage) * static_cast<size_t>(localSize);
+}
+
+void ShmDomain::format(uint8_t* base, int localSize, size_t slotBytes) {
+  auto* l = new (base) Layout{};
+  for (int i = 0; i < localSize; ++i) new (Layout::members(l) + i) MemberLine{};
+  l->header.magic = kMagic;
+  l->header.version = kVersion;
+  l->header.localSize = static_cast<uint32_t>(localSize);
+  l->header.slotBytes = slotBytes;
+  auto* flags = reinterpret_cast<FlagLine*>(Layout::members(l) + localSize);
+  for (int i = 0; i < 2 * localSize; ++i) new (flags + i) FlagLine{};
+}
+
+ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
+    : options_(std::move(options)),
+      segment_(std::move(segment)),
+      layout_(reinterpret_cast<Layout*>(segment_.data())) {
+  const Header& h = layout_->header;
+  if (h.magic != kMagic || h.version != kVersion ||
+      h.localSize != static_cast<uint32_t>(localSize()) || h.slotBytes != options_.slotBytes) {
+    throw Error("shared-memory segment " + segment_.name() + " of group " + options_.groupName +
+                " does not have the expected layout (another meshcomm version, or ranks that "
+                "disagree about MESHCOMM_SHM_SLOT_BYTES)");
+  }
+  Layout::members(layout_)[options_.localRank].pid.store(static_cast<int32_t>(::getpid()),
+                                                         std::memory_order_release);
+  // The last rank to attach removes the name: from here on a crash of any
+  // rank cannot leave the segment behind.
+  if (layout_->header.mapped.fetch_add(1) + 1 == static_cast<uint32_t>(localSize())) {
+    segment_.unlink();
+  }
+}
+
+ShmDomain::~ShmDomain() = default;
+
+uint8_t* ShmDomain::slot(int local, uint64_t round) const {
+  size_t perRank = 2 * roundUp(options_.slotBytes, kPage);
+  return segment_.data() + Layout::slotsOffset(localSize()) +
+         perRank * static_cast<size_t>(local) + (round & 1) * roundUp(options_.slotBytes, kPage);
+}
+
+uint8_t* ShmDomain::inlineData(int local, uint64_t round) const {
+  FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
+  return f.inlineData;
+}
+
+void ShmDomain::publish(uint64_t round, const MessageSignature& sig) {
+  FlagLine& f = Layout::flags(layout_)[2 * options_.localRank + static_cast<int>(round & 1)];
+  f.opcode = sig.opcode;
+  f.dtype = sig.dtype;
+  f.reduceOp = sig.reduceOp;
+  f.opCount = sig.opCount;
+  f.detail = sig.detail;
+  f.round.store(round, std::memory_order_release);
+  // Pairs with the fence in waitSlow: either the sleeper sees the new
+  // round, or this rank sees the sleeper and wakes it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (layout_->wake.sleepers.load(std::memory_order_relaxed) != 0) {
+    layout_->wake.generation.fetch_add(1);
+    futex(&layout_->wake.generation, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+void ShmDomain::throwIfAborted() const {
+  const AbortLine& a = layout_->abort;
+  if (a.raised.load(std::memory_order_acquire) == 0) return;
+  std::string text(a.message, strnlen(a.message, sizeof(a.message)));
+  switch (static_cast<wire::AbortReason>(a.reason)) {
+    case wire::AbortReason::kPeerLost: throw PeerLost(text);
+    case wire::AbortReason::kTimeout: throw Timeout(text);
+    case wire::AbortReason::kMismatch: throw Mismatch(text);
+    case wire::AbortReason::kAborted: break;
+  }
+  throw Aborted(text);
+}
+
+void ShmDomain::abort(wire::AbortReason reason, const std::string& message) noexcept {
+  AbortLine& a = layout_->abort;
+  uint32_t expected = 0;
+  if (a.claimed.compare_exchange_strong(expected, 1)) {
+    a.reason = static_cast<uint8_t>(reason);
+    size_t n = std::min(message.size(), sizeof(a.message) - 1);
+    std::memcpy(a.message, message.data(), n);
+    a.message[n] = '\0';
+    a.raised.store(1, std::memory_order_release);
+  }
+  layout_->wake.generation.fetch_add(1);
+  futex(&layout_->wake.generation, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void ShmDomain::failOp(wire::AbortReason reason, const std::string& message,
+                       std::exception_ptr error) {
+  abort(reason, "world rank " +
+                    std::to_string(options_.worldRanks[static_cast<size_t>(options_.localRank)]) +
+                    " failed: " + message);
+  std::rethrow_exception(error);
+}
+
+void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
+                        const OpContext& ctx) {
+  FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
+  if (f.round.load(std::memory_order_acquire) < round) {
+    // Spin first: on an idle core the peer usually arrives within a few
+    // hundred nanoseconds, far sooner than any system call returns.
+    auto spinUntil = Deadline::Clock::now() + options_.spin;
+    int n = 0;
+    while (f.round.load(std::memory_order_acquire) < round) {
+      MESHCOMM_CPU_RELAX();
+      if ((++n & 255) != 0) continue;
+      throwIfAborted();
+      if (Deadline::Clock::now() >= spinUntil) {
+        waitSlow(local, round, ctx);
+        break;
+      }
+    }
+  }
+  if (sig == nullptr) return;
+  MessageSignature theirs{f.opcode, f.dtype, f.reduceOp, f.opCount, f.detail};
+  if (theirs == *sig) return;
+  auto describe = [&](const MessageSignature& s) {
+    if (options_.describeSignature) return options_.describeSignature(s, kNoMessageBytes);
+    std::ostringstream d;
+    d << "opcode " << int(s.opcode) << ", " << s.opCount << " elements";
+    return d.str();
+  };
+  std::string message =
+      ctx.describe() + ": " + describeRank(local) + " is not running the same operation: it runs " +
+      describe(theirs) + ", this rank runs " + describe(*sig) +
+      "; every rank of the group must make the same collective calls in the same order";
+  failOp(wire::AbortReason::kMismatch, message, std::make_exception_ptr(Mismatch(message)));
+}
+
+void ShmDomain::waitSlow(int local, uint64_t round, const OpContext& ctx) {
+  FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
+  WakeLine& w = layout_->wake;
+  const auto yieldUntil = Deadline::Clock::now() + options_.yield;
+  auto nextLiveness = Deadline::Clock::now() + kLivenessEvery;
+  for (;;) {
+    if (f.round.load(std::memory_order_acquire) >= round) return;
+    throwIfAborted();
+    auto now = Deadline::Clock::now();
+    if (now >= nextLiveness || ctx.deadline.expired()) {
+      checkLiveness(local, ctx);
+      nextLiveness = now + kLivenessEvery;
+    }
+    if (now < yieldUntil) {
+      sched_yield();
+      continue;
+    }
+    w.sleepers.fetch_add(1);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    uint32_t generation = w.generation.load();
+    if (f.round.load(std::memory_order_acquire) < round &&
+        layout_->abort.raised.load(std::memory_order_acquire) == 0) {
+      // Bounded, so liveness and the deadline are still checked while asleep.
+      auto left = std::min<std::chrono::milliseconds>(ctx.deadline.remaining(), kLivenessEvery);
+      timespec ts{0, static_cast<long>(std::max<int64_t>(left.count(), 1)) * 1000000L};
+      futex(&w.generation, FUTEX_WAIT, generation, &ts);
+    }
+    w.sleepers.fetch_sub(1);
+  }
+}
+
+std::string ShmDomain::describeRank(int local) const {
+  return "rank " + std::to_string(groupRank(local)) + " (world rank " +
+         std::to_string(options_.worldRanks[static_cast<size_t>(local)]) + ")";
+}
+
+void ShmDomain::checkLiveness(int awaited, const OpContext& ctx) {
+  auto describeLocal = [&](int local) { return describeRank(local); };
+  MemberLine* members = Layout::members(layout_);
+  for (int i = 0; i < localSize(); ++i) {
+    int32_t pid = members[i].pid.load(std::memory_order_acquire);
+    if (i == options_.localRank || processAlive(pid)) continue;
+    std::string message = ctx.describe() + ": " + describeLocal(i) + ", process " +
+                          std::to_string(pid) + " on this host, exited or was killed";
+    failOp(wire::AbortReason::kPeerLost, message, std::make_exception_ptr(PeerLost(message)));
+  }
+  auto now = Deadline::Clock::now();
+  if (options_.monitor && now >= nextStoreCheck_) {
+    nextStoreCheck_ = now + kStoreEvery;
+    try {
+      options_.monitor->check(ctx.describe());
+    } catch (const Error& e) {
+      failOp(abortReasonOf(std::current_exception()), e.what(), std::current_exception());
+    }
+  }
+  if (ctx.deadline.expired()) {
+    std::string message = ctx.describe() + " timed out waiting for " + describeLocal(awaited) +
+                          " on this host (shared memory); it has not reached this operation";
+    failOp(wire::AbortReason::kTimeout, message, std::make_exception_ptr(Timeout(message)));
+  }
+}
+
+uint8_t* ShmOp::begin() {
+  uint64_t round = ++d_.round_;
+  // This round reuses the buffers of round-2, which every rank has finished
+  // reading once it has published round-1.
+  if (round >= 2 && d_.allReached_ < round - 1) {
+    for (int i = 0; i < d_.localSize(); ++i) {
+      if (i != d_.localRank()) d_.waitFor(i, round - 1, nullptr, ctx_);
+    }
+    d_.allReached_ = round - 1;
+  }
+  return d_.slot(d_.localRank(), round);
+}
+
+void ShmOp::publish() { d_.publish(d_.round_, sig_); }
+
+void ShmOp::wait(int local) {
+  if (local != d_.localRank()) d_.waitFor(local, d_.round_, &sig_, ctx_);
+}
+
+void ShmOp::waitAll() {
+  for (int i = 0; i < d_.localSize(); ++i) wait(i);
+  d_.allReached_ = d_.round_;
+}
+
+void ShmOp::mismatch(const std::string& message) {
+  std::string text = ctx_.describe() + ": " + message;
+  d_.failOp(wire::AbortReason::kMismatch, text, std::make_exception_ptr(Mismatch(text)));
+}
+
+int usableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace meshcomm

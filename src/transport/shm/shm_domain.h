@@ -1,0 +1,155 @@
+// ShmDomain: the ranks of one group that share a host, talking through one
+// shared-memory segment in rounds.
+//
+// Every local rank owns a slot (double-buffered) and a flag line. A round
+// is: write into your own slot, publish the round number in your flag line,
+// wait for the flags of the ranks you read from, read their slots. Every
+// slot has a single writer, so no locks; and because a rank publishes round
+// k+1 only after it has read everything of round k, a writer may reuse the
+// buffer of round k once every flag shows k+1 — double buffering without a
+// trailing barrier. Payloads of up to kInlineBytes travel in the flag line
+// itself, so the tiniest collectives move one cache line per rank.
+//
+// A flag also carries the operation's signature: a rank that reads a peer
+// running a different collective (or another size, dtype, op or root) fails
+// with Mismatch instead of reading garbage.
+//
+// Waiting spins with pause, then yields, then sleeps on a futex in the
+// segment (shared, not private: the waiters are different processes). When
+// the host's ranks outnumber its usable CPUs the spin is cut short, so a
+// rank that waits gives its core to the rank it waits for. While waiting
+// it checks, from time to time, that the awaited processes are alive (pid),
+// the group's abort line, the store's lost-rank list, and the deadline; any
+// failure raises the abort line, so every local rank fails within
+// microseconds instead of at its own deadline.
+//
+// Thread-safety: one operation at a time (the group's executor).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/peer_monitor.h"
+#include "transport/shm/segment.h"
+#include "transport/transport.h"
+#include "transport/wire.h"
+
+namespace meshcomm {
+
+struct ShmDomainOptions {
+  std::string groupName;
+  int localRank = 0;
+  std::vector<int> groupRanks;  // group rank of each local rank
+  std::vector<int> worldRanks;  // world rank of each local rank
+  size_t slotBytes = 0;         // per rank and round buffer
+  // Spin (pause) this long before yielding; yield this long before sleeping.
+  std::chrono::microseconds spin{50};
+  std::chrono::microseconds yield{1000};
+  std::shared_ptr<PeerMonitor> monitor;  // may be null (tests)
+  std::function<std::string(const MessageSignature&, uint64_t)> describeSignature;
+};
+
+class ShmDomain {
+ public:
+  static constexpr size_t kInlineBytes = 32;
+
+  // Bytes of the segment for `localSize` ranks with `slotBytes` slots.
+  static size_t segmentBytes(int localSize, size_t slotBytes);
+  // Lays out a fresh (zero-filled) segment; the creator calls this before
+  // telling anyone its name.
+  static void format(uint8_t* base, int localSize, size_t slotBytes);
+
+  // Attaches to a formatted segment: checks its header, records this
+  // process's pid and unlinks the name once every local rank has mapped it.
+  ShmDomain(ShmDomainOptions options, ShmSegment segment);
+  ~ShmDomain();
+  ShmDomain(const ShmDomain&) = delete;
+  ShmDomain& operator=(const ShmDomain&) = delete;
+
+  int localRank() const { return options_.localRank; }
+  int localSize() const { return static_cast<int>(options_.groupRanks.size()); }
+  size_t slotBytes() const { return options_.slotBytes; }
+  // Group rank of a local rank.
+  int groupRank(int local) const { return options_.groupRanks[static_cast<size_t>(local)]; }
+  // "rank G (world rank W)" of a local rank.
+  std::string describeRank(int local) const;
+
+  // Raises the abort line (first caller wins) and wakes every sleeper, so
+  // the other local ranks fail with this error too. Never throws.
+  void abort(wire::AbortReason reason, const std::string& message) noexcept;
+
+ private:
+  friend class ShmOp;
+  struct Layout;
+
+  uint64_t& roundCounter() { return round_; }
+  uint8_t* slot(int local, uint64_t round) const;
+  uint8_t* inlineData(int local, uint64_t round) const;
+  void publish(uint64_t round, const MessageSignature& sig);
+  // Waits until local rank `local` has published `round`; with `sig`,
+  // checks that it is running the same operation.
+  void waitFor(int local, uint64_t round, const MessageSignature* sig, const OpContext& ctx);
+  // Throws what the abort line says, if it is raised.
+  void throwIfAborted() const;
+  // The slow path of waitFor: yields, sleeps and checks liveness.
+  void waitSlow(int local, uint64_t round, const OpContext& ctx);
+  void checkLiveness(int awaited, const OpContext& ctx);
+  [[noreturn]] void failOp(wire::AbortReason reason, const std::string& message,
+                           std::exception_ptr error);
+
+  ShmDomainOptions options_;
+  ShmSegment segment_;
+  Layout* layout_;
+  uint64_t round_ = 0;        // the last round this rank started
+  uint64_t allReached_ = 0;   // every local rank is known to have published this round
+  Deadline::Clock::time_point nextStoreCheck_{};
+};
+
+// One collective's use of a domain: rounds tagged with its signature.
+class ShmOp {
+ public:
+  ShmOp(ShmDomain& domain, const OpContext& context, const MessageSignature& sig)
+      : d_(domain), ctx_(context), sig_(sig) {}
+
+  int rank() const { return d_.localRank(); }
+  int size() const { return d_.localSize(); }
+  size_t slotBytes() const { return d_.slotBytes(); }
+  const OpContext& context() const { return ctx_; }
+
+  // Starts the next round and returns this rank's slot for it (slotBytes()
+  // writable bytes). Waits, rarely, until every rank is done with the
+  // buffer's previous use.
+  uint8_t* begin();
+  // This round's inline area (kInlineBytes), part of the flag line.
+  uint8_t* inlineData() { return d_.inlineData(d_.localRank(), d_.round_); }
+  // Makes this round's writes visible to the other local ranks.
+  void publish();
+  // Waits for `local`'s data of this round / for every rank's.
+  void wait(int local);
+  void waitAll();
+  const uint8_t* slot(int local) const { return d_.slot(local, d_.round_); }
+  const uint8_t* inlineOf(int local) const { return d_.inlineData(local, d_.round_); }
+
+  // "rank G (world rank W)" of a local rank, for messages.
+  std::string describeRank(int local) const { return d_.describeRank(local); }
+
+  // A check failed on this rank (e.g. a peer's sizes disagree): aborts the
+  // domain with a Mismatch and throws it.
+  [[noreturn]] void mismatch(const std::string& message);
+
+ private:
+  ShmDomain& d_;
+  const OpContext& ctx_;
+  MessageSignature sig_;
+};
+
+// Cores this process may run on (its affinity mask), at least 1.
+int usableCpus();
+
+}  // namespace meshcomm
