@@ -228,6 +228,13 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   so.oversubscribed = oversubscribed;
   so.describeSignature = describeSignature;
   ShmSetup shm = setUpSharedMemory(so);
+  MESHCOMM_LOG(kInfo, "group " << name << ": rank " << groupRank << " of " << members.size()
+                               << " on " << so.placement.hostCount() << " host(s), shared memory "
+                               << (shm.enabled ? "on" : "off")
+                               << (shm.domain ? " (this host: " +
+                                                    std::to_string(shm.domain->localSize()) +
+                                                    " ranks)"
+                                              : std::string()));
 
   GroupConfig config{name, groupRank, members, groupTimeout, so.placement, shm.enabled};
   auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(transport),

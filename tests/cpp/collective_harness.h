@@ -578,6 +578,9 @@ struct JobOptions {
   std::chrono::milliseconds bound{std::chrono::seconds(120)};
   // Environment set in every child before World::init (MESHCOMM_ALGO_*, ...).
   std::vector<std::pair<std::string, std::string>> env;
+  // More environment, per rank (set after `env`): e.g. MESHCOMM_HOST_ID to
+  // spread the ranks over emulated hosts.
+  std::function<std::vector<std::pair<std::string, std::string>>(int rank)> rankEnv;
   // How many ranks report in at the end (fault tests: the survivors); rank 0
   // keeps the store up until then. 0 skips the final handshake (the store
   // host itself is killed).
@@ -624,6 +627,9 @@ namespace detail {
 inline int runRank(int rank, int p, const JobOptions& o, PipeChannel& portPipe,
                    PipeChannel& toChildren, PipeChannel& fromChildren, const RankBody& body) {
   for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
+  if (o.rankEnv) {
+    for (const auto& [k, v] : o.rankEnv(rank)) ::setenv(k.c_str(), v.c_str(), 1);
+  }
   // Keep freed memory in the heap: the tests allocate megabyte buffers
   // thousands of times, and on this VM every fresh page costs a slow fault.
   ::mallopt(M_MMAP_THRESHOLD, 512 << 20);

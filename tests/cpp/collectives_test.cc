@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -447,9 +448,11 @@ class MatrixRunner {
 };
 
 void runMatrixJob(int p, const MatrixSpec& spec, std::vector<std::pair<std::string, std::string>> env,
-                  std::chrono::milliseconds bound) {
+                  std::chrono::milliseconds bound,
+                  std::function<std::vector<std::pair<std::string, std::string>>(int)> rankEnv = {}) {
   test::JobOptions o;
   o.env = std::move(env);
+  o.rankEnv = std::move(rankEnv);
   o.bound = bound;
   auto statuses = test::runWorld(p, o, [&spec](RankEnv& e) {
     MatrixRunner runner(e);
@@ -471,6 +474,74 @@ TEST_P(CollMatrix, EveryCollectiveDtypeOpAndSize) {
 INSTANTIATE_TEST_SUITE_P(Coll, CollMatrix, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return "P" + std::to_string(info.param); });
 
+// The same over TCP between the ranks of this host (shared memory off).
+class CollMatrixTcp : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollMatrixTcp, EveryCollectiveDtypeOpAndSize) {
+  MatrixSpec spec{"auto, MESHCOMM_SHM=0",
+                  std::vector<Family>(std::begin(kAllFamilies), std::end(kAllFamilies)), true};
+  runMatrixJob(GetParam(), spec, {{"MESHCOMM_SHM", "0"}}, 150s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, CollMatrixTcp, ::testing::Values(2, 3, 5, 8),
+                         [](const auto& info) { return "P" + std::to_string(info.param); });
+
+// ---- shared memory: tiny slots, each all_reduce algorithm --------------------------
+
+// 4 KiB slots turn a 1 MiB message into hundreds of double-buffered rounds,
+// and leave alignment remainders in every slice and region.
+class CollShm : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollShm, SliceParallelAllReduceWithTinySlots) {
+  MatrixSpec spec{"shm_rsag slot=4096",
+                  std::vector<Family>(std::begin(kAllFamilies), std::end(kAllFamilies)), true};
+  runMatrixJob(GetParam(), spec,
+               {{"MESHCOMM_ALGO_ALLREDUCE", "shm_rsag"}, {"MESHCOMM_SHM_SLOT_BYTES", "4096"}}, 150s);
+}
+
+TEST_P(CollShm, OneShotAllReduceWithOddSlots) {
+  MatrixSpec spec{"shm_oneshot slot=12288", {Family::kAllReduce, Family::kReduce}, true};
+  runMatrixJob(GetParam(), spec,
+               {{"MESHCOMM_ALGO_ALLREDUCE", "shm_oneshot"}, {"MESHCOMM_SHM_SLOT_BYTES", "12288"}},
+               150s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, CollShm, ::testing::Values(2, 3, 4, 5, 8),
+                         [](const auto& info) { return "P" + std::to_string(info.param); });
+
+// ---- emulated hosts: hierarchical algorithms -----------------------------------------
+
+// MESHCOMM_HOST_ID spreads the ranks of this machine over emulated hosts:
+// shared memory within each, TCP between their leaders. Placements: blocks
+// of two (P=6: three hosts), interleaved (P=5: ranks 0,2,4 and 1,3), and
+// one lone rank on a host of its own (P=4: {0,1,2} and {3}).
+struct HostLayout {
+  int p;
+  const char* name;
+  int (*hostOf)(int rank);
+};
+
+const HostLayout kHostLayouts[] = {
+    {6, "Blocks", [](int r) { return r / 2; }},
+    {5, "Interleaved", [](int r) { return r % 2; }},
+    {4, "LoneRank", [](int r) { return r == 3 ? 1 : 0; }},
+};
+
+class CollHierarchical : public ::testing::TestWithParam<HostLayout> {};
+
+TEST_P(CollHierarchical, EveryCollectiveOnEmulatedHosts) {
+  const HostLayout layout = GetParam();
+  MatrixSpec spec{std::string("hierarchical ") + layout.name,
+                  std::vector<Family>(std::begin(kAllFamilies), std::end(kAllFamilies)), true};
+  runMatrixJob(layout.p, spec, {{"MESHCOMM_SHM_SLOT_BYTES", "8192"}}, 150s, [layout](int rank) {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"MESHCOMM_HOST_ID", "emulated-host-" + std::to_string(layout.hostOf(rank))}};
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, CollHierarchical, ::testing::ValuesIn(kHostLayouts),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 // ---- forced algorithms, small pipeline chunks --------------------------------------
 
 // Ring all-reduce, chain broadcast and reduce-scatter+gather reduce, with
@@ -487,7 +558,8 @@ TEST_P(CollAlgoRingChain, ForcedWithSmallChunks) {
                {{"MESHCOMM_ALGO_ALLREDUCE", "ring"},
                 {"MESHCOMM_ALGO_BROADCAST", "chain"},
                 {"MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather"},
-                {"MESHCOMM_CHUNK_BYTES", "4096"}},
+                {"MESHCOMM_CHUNK_BYTES", "4096"},
+                {"MESHCOMM_SHM", "0"}},
                150s);
 }
 
@@ -506,7 +578,8 @@ TEST_P(CollAlgoTree, ForcedRecursiveDoublingAndBinomial) {
                {{"MESHCOMM_ALGO_ALLREDUCE", "recursive_doubling"},
                 {"MESHCOMM_ALGO_BROADCAST", "binomial_tree"},
                 {"MESHCOMM_ALGO_REDUCE", "binomial_tree"},
-                {"MESHCOMM_CHUNK_BYTES", "6000"}},
+                {"MESHCOMM_CHUNK_BYTES", "6000"},
+                {"MESHCOMM_SHM", "0"}},
                150s);
 }
 

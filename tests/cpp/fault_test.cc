@@ -63,6 +63,7 @@ struct KillPlan {
   int victim;
   bool warmUp;        // run collectives before the kill (connections exist)
   bool duringSeries;  // kill while the ranks loop over allReduces
+  bool tcp = false;   // shared memory off: the ranks of this host use TCP
 };
 
 // The body every rank runs; the parent kills `victim` once every rank has
@@ -126,8 +127,10 @@ int killBody(RankEnv& e, const KillPlan& plan) {
 
 void runKill(const KillPlan& plan) {
   SCOPED_TRACE("P=" + std::to_string(plan.p) + " victim=" + std::to_string(plan.victim) +
-               (plan.duringSeries ? " during" : " before") + (plan.warmUp ? " warm" : " cold"));
+               (plan.duringSeries ? " during" : " before") + (plan.warmUp ? " warm" : " cold") +
+               (plan.tcp ? " tcp" : " shm"));
   test::JobOptions o;
+  if (plan.tcp) o.env = {{"MESHCOMM_SHM", "0"}};
   o.bound = 60s;
   o.timeout = 30s;  // far beyond the 2 s bound: a Timeout cannot pass for detection
   o.expectDone = plan.victim == 0 ? 0 : plan.p - 1;
@@ -153,6 +156,8 @@ TEST(FaultKill, BeforeCollectiveAfterWarmUp) { runKill({4, 2, true, false}); }
 TEST(FaultKill, DuringSeriesOfAllReduces) { runKill({4, 2, true, true}); }
 TEST(FaultKill, DuringSeriesOnEightRanks) { runKill({8, 5, true, true}); }
 TEST(FaultKill, StoreHostDuringSeries) { runKill({4, 0, true, true}); }
+TEST(FaultKill, BeforeCollectiveOverTcp) { runKill({4, 2, false, false, true}); }
+TEST(FaultKill, DuringSeriesOverTcp) { runKill({5, 3, true, true, true}); }
 
 // A SIGSTOPped rank is alive but silent: the others must give up at the
 // group's deadline with Timeout, not hang and not claim it died.
