@@ -100,8 +100,15 @@ def _launch(hosts, port, count):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT / "build" / "python")
     env["MESHCOMM_TIMEOUT_MS"] = "60000"
+    # The group set-up reports each group's placement at this level.
+    env["MESHCOMM_LOG_LEVEL"] = "info"
     procs = []
     for i, name in enumerate(hosts.names):
+        # The namespaces share this machine's hostname and boot id; the
+        # host id makes each one a host of its own, so the two ranks of a
+        # namespace share memory and the namespaces talk TCP: the
+        # hierarchical algorithms.
+        env = dict(env, MESHCOMM_HOST_ID=name)
         cmd = ["ip", "netns", "exec", name, sys.executable, str(MESHRUN),
                "--nnodes", str(len(hosts.names)), "--node-rank", str(i),
                "--nproc-per-node", "2", "--master-addr", hosts.addresses[0],
@@ -137,3 +144,5 @@ def test_every_op_across_three_hosts(namespaces_ok, shaped):
     joined = "\n".join(outputs)
     assert codes == [0] * HOSTS, joined
     assert f"every_op: all {2 * HOSTS} ranks passed" in joined, joined
+    placement = f"of {2 * HOSTS} on {HOSTS} host(s), shared memory on (this host: 2 ranks)"
+    assert joined.count(placement) >= 2 * HOSTS, joined
