@@ -9,6 +9,7 @@
 // times; all waiters are released together.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -47,8 +48,10 @@ class MESHCOMM_API Work {
   const std::string description_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;            // GUARDED_BY(mu_)
-  std::exception_ptr error_;     // GUARDED_BY(mu_)
+  // Written under mu_; read without it on the fast paths (error_ is set
+  // before done_ is, and never changes afterwards).
+  std::atomic<bool> done_{false};
+  std::exception_ptr error_;
 };
 
 }  // namespace meshcomm

@@ -41,27 +41,41 @@ void Executor::wake() {
   cv_.notify_all();
 }
 
+bool Executor::beginInline() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty() || running_) return false;
+  running_ = true;
+  bool backgroundBusy = hasInFlight_;
+  lock.unlock();
+  // Only background progress can hold the engine now; ask it to hand over.
+  if (backgroundBusy) wake();
+  engineMu_.lock();
+  return true;
+}
+
+void Executor::endInline() {
+  reapInFlight();
+  engineMu_.unlock();
+  std::unique_lock<std::mutex> lock(mu_);
+  running_ = false;
+  bool wakeExecutor = hasInFlight_ || !queue_.empty() || stop_;
+  lock.unlock();
+  if (wakeExecutor) cv_.notify_all();
+}
+
+void Executor::throwIfBroken() const {
+  if (auto broken = transport_.brokenError()) std::rethrow_exception(broken);
+}
+
 std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool blocking) {
   auto work = std::make_shared<Work>(std::move(description));
-  std::unique_lock<std::mutex> lock(mu_);
-  if (blocking && queue_.empty() && !running_) {
-    running_ = true;
-    bool backgroundBusy = hasInFlight_;
-    lock.unlock();
-    // Only background progress can hold the engine now; ask it to hand over.
-    if (backgroundBusy) wake();
-    {
-      std::lock_guard<std::mutex> engine(engineMu_);
-      Task task{work, std::move(body)};
-      run(task);
-    }
-    lock.lock();
-    running_ = false;
-    bool wakeExecutor = hasInFlight_ || !queue_.empty() || stop_;
-    lock.unlock();
-    if (wakeExecutor) cv_.notify_all();
+  if (blocking && beginInline()) {
+    Task task{work, std::move(body)};
+    run(task);
+    endInline();
     return work;
   }
+  std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(Task{work, std::move(body)});
   lock.unlock();
   wake();
@@ -71,7 +85,7 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
 
 void Executor::run(Task& task) {
   try {
-    if (auto broken = transport_.brokenError()) std::rethrow_exception(broken);
+    throwIfBroken();
     Pending pending = task.body();
     bool done = true;
     for (const auto& r : pending.requests) done = done && r->done();
@@ -85,10 +99,12 @@ void Executor::run(Task& task) {
   } catch (...) {
     task.work->complete(std::current_exception());
   }
-  reapInFlight();
 }
 
 void Executor::reapInFlight() {
+  // Nothing in flight means hasInFlight_ is already false (it is set only
+  // together with a push below engineMu_, which the caller holds).
+  if (inFlight_.empty()) return;
   for (const auto& f : inFlight_) {
     if (transport_.brokenError() || !f.pending.deadline.expired()) continue;
     bool done = true;
@@ -129,6 +145,7 @@ void Executor::loop() {
       {
         std::lock_guard<std::mutex> engine(engineMu_);
         run(task);
+        reapInFlight();
       }
       lock.lock();
       running_ = false;

@@ -47,6 +47,16 @@ class Executor {
   // Queues body. With `blocking`, returns only after it completed.
   std::shared_ptr<Work> submit(std::string description, Body body, bool blocking);
 
+  // The blocking fast path, for callers that need no Work or Body of their
+  // own: when nothing is queued or running, claims the engine for the
+  // calling thread and returns true; the caller then runs its operation
+  // (after throwIfBroken()) and calls endInline(). Returns false when the
+  // caller must submit() instead.
+  bool beginInline();
+  void endInline();
+  // Rethrows the error that broke the transport, if any.
+  void throwIfBroken() const;
+
  private:
   struct Task {
     std::shared_ptr<Work> work;
@@ -58,7 +68,7 @@ class Executor {
   };
 
   void loop();
-  // Runs one task; REQUIRES: engineMu_ held.
+  // Runs one task; REQUIRES: engineMu_ held. The caller reaps afterwards.
   void run(Task& task);
   // Completes in-flight works whose requests are done (or all of them,
   // with the error, once the transport is broken). REQUIRES: engineMu_ held.

@@ -36,29 +36,39 @@ OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOption
   return ctx;
 }
 
-WorkPtr GroupImpl::runCollective(const char* opName, const MessageSignature& sig,
-                                 const OpOptions& options, std::function<void(Comm&)> body) {
+WorkPtr GroupImpl::submitCollective(const char* opName, const MessageSignature& sig,
+                                    const OpOptions& options, std::function<void(Comm&)> body) {
   std::string description = std::string(opName) + " on group " + config_.name;
   return executor_->submit(
       std::move(description),
-      [this, opName, sig, options, body = std::move(body)]() -> Executor::Pending {
-        uint64_t seq = collectiveSeq_++;
-        Locality locality{&config_.placement, shm_.get(), config_.shmEnabled};
-        Comm comm(*transport_, contextFor(opName, seq, options), sig, seq, scratch_, locality);
-        try {
-          body(comm);
-        } catch (...) {
-          // A failed collective leaves its peers mid-operation: tell the
-          // ranks of this host through shared memory, the others through
-          // the transport (and the store), so every rank fails now.
-          auto error = std::current_exception();
-          if (shm_) shm_->abort(abortReasonOf(error), errorMessageOf(error));
-          transport_->abort(error);
-          throw;
-        }
+      [this, opName, sig, options, body = std::move(body)]() mutable -> Executor::Pending {
+        runBody(opName, sig, options, body);
         return {};
       },
       options.blocking);
+}
+
+WorkPtr GroupImpl::finishedWork(const char* opName, std::exception_ptr error) const {
+  if (!error) {
+    // Immutable once completed, so every successful call can share it.
+    static const WorkPtr kDone = [] {
+      auto w = std::make_shared<Work>("a completed operation");
+      w->complete();
+      return w;
+    }();
+    return kDone;
+  }
+  auto w = std::make_shared<Work>(std::string(opName) + " on group " + config_.name);
+  w->complete(std::move(error));
+  return w;
+}
+
+void GroupImpl::failCollective(const std::exception_ptr& error) {
+  // A failed collective leaves its peers mid-operation: tell the ranks of
+  // this host through shared memory, the others through the transport (and
+  // the store), so every rank fails now.
+  if (shm_) shm_->abort(abortReasonOf(error), errorMessageOf(error));
+  transport_->abort(error);
 }
 
 WorkPtr GroupImpl::runPointToPoint(

@@ -49,10 +49,26 @@ class GroupImpl {
   // How the members reach each other, for choosing algorithms.
   Route route() const;
 
-  // Queues a collective. body runs on the executor with a Comm carrying the
-  // call's sequence number and signature.
+  // Runs a collective: body(Comm&) runs on the executor with a Comm
+  // carrying the call's sequence number and signature. A blocking call on
+  // an idle group runs on the caller's thread without allocating (the
+  // latency of small collectives is mostly what happens around them).
+  template <class Body>
   WorkPtr runCollective(const char* opName, const MessageSignature& sig, const OpOptions& options,
-                        std::function<void(Comm&)> body);
+                        Body&& body) {
+    if (options.blocking && executor_->beginInline()) {
+      std::exception_ptr error;
+      try {
+        executor_->throwIfBroken();
+        runBody(opName, sig, options, body);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      executor_->endInline();
+      return finishedWork(opName, error);
+    }
+    return submitCollective(opName, sig, options, std::function<void(Comm&)>(std::forward<Body>(body)));
+  }
   // Queues point-to-point work: body posts requests and returns them; the
   // Work completes when they are done.
   WorkPtr runPointToPoint(const char* opName, const OpOptions& options,
@@ -62,6 +78,27 @@ class GroupImpl {
 
  private:
   OpContext contextFor(const char* opName, uint64_t seq, const OpOptions& options) const;
+  WorkPtr submitCollective(const char* opName, const MessageSignature& sig,
+                           const OpOptions& options, std::function<void(Comm&)> body);
+  // The Work of an operation that already ended.
+  WorkPtr finishedWork(const char* opName, std::exception_ptr error) const;
+  // Tells every member that this rank's collective failed. REQUIRES: on
+  // the executor.
+  void failCollective(const std::exception_ptr& error);
+  // REQUIRES: on the executor.
+  template <class Body>
+  void runBody(const char* opName, const MessageSignature& sig, const OpOptions& options,
+               Body& body) {
+    uint64_t seq = collectiveSeq_++;
+    Locality locality{&config_.placement, shm_.get(), config_.shmEnabled};
+    Comm comm(*transport_, contextFor(opName, seq, options), sig, seq, scratch_, locality);
+    try {
+      body(comm);
+    } catch (...) {
+      failCollective(std::current_exception());
+      throw;
+    }
+  }
 
   GroupConfig config_;
   std::unique_ptr<Transport> transport_;

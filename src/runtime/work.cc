@@ -5,37 +5,34 @@ namespace meshcomm {
 Work::Work(std::string description) : description_(std::move(description)) {}
 
 bool Work::wait(std::chrono::milliseconds timeout) {
+  if (done_.load(std::memory_order_acquire)) {
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (timeout == std::chrono::milliseconds::max()) {
-    cv_.wait(lock, [&] { return done_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+    cv_.wait(lock, [&] { return done_.load(); });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return done_.load(); })) {
     return false;
   }
   if (error_) std::rethrow_exception(error_);
   return true;
 }
 
-bool Work::isCompleted() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
-}
+bool Work::isCompleted() const { return done_.load(std::memory_order_acquire); }
 
-bool Work::failed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_ && error_ != nullptr;
-}
+bool Work::failed() const { return done_.load(std::memory_order_acquire) && error_ != nullptr; }
 
 std::exception_ptr Work::exception() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return error_;
+  return done_.load(std::memory_order_acquire) ? error_ : nullptr;
 }
 
 void Work::complete(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
-    done_ = true;
+    if (done_.load(std::memory_order_relaxed)) return;
     error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "common/deadline.h"
 
@@ -56,13 +57,20 @@ struct Request {
 using RequestPtr = std::shared_ptr<Request>;
 
 // Identity of the operation a wait belongs to, for error messages.
+// The strings are views: the group and the operation's name outlive every
+// operation (the group's name lives in the group, names are literals).
 struct OpContext {
-  std::string group;
-  std::string op;
+  std::string_view group;
+  const char* op = "";
   uint64_t seq = 0;
   Deadline deadline;
   std::string describe() const {
-    return op + " #" + std::to_string(seq) + " on group " + group;
+    std::string out = op;
+    out += " #";
+    out += std::to_string(seq);
+    out += " on group ";
+    out += group;
+    return out;
   }
 };
 

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_domain.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -48,9 +49,19 @@ struct alignas(kLine) Header {
 
 // Sleepers register here before futex-waiting on `generation`, so a
 // publisher makes the wake-up system call only when someone sleeps.
+//
+// The publisher stores its round and then reads `sleepers`; a sleeper adds
+// itself and then reads the round. Each side needs a full barrier between
+// its store and its load, or both can miss the other. A fence on every
+// publish costs a cache-line round trip (the peers hold the flag line), a
+// good part of a small collective; so when every local rank could register
+// for membarrier(GLOBAL_EXPEDITED), only the sleeper pays: its membarrier
+// call runs a barrier on every CPU that runs a registered process.
+// `publisherFences` is set by any rank that could not register.
 struct alignas(kLine) WakeLine {
   std::atomic<uint32_t> generation;
   std::atomic<uint32_t> sleepers;
+  std::atomic<uint32_t> publisherFences;
 };
 
 struct alignas(kLine) AbortLine {
@@ -79,6 +90,15 @@ struct alignas(kLine) FlagLine {
 static_assert(sizeof(FlagLine) == kLine);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0, 0); }
+
+// Whether this process can take part in the asymmetric barrier.
+bool registerForMembarrier() {
+  long supported = membarrier(MEMBARRIER_CMD_QUERY);
+  if (supported < 0 || (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+  return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+}
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
@@ -146,6 +166,9 @@ ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
                 " does not have the expected layout (another meshcomm version, or ranks that "
                 "disagree about MESHCOMM_SHM_SLOT_BYTES)");
   }
+  // Before this rank can publish or sleep, so no publisher skips a fence
+  // that a sleeper relies on.
+  if (!registerForMembarrier()) layout_->wake.publisherFences.store(1);
   Layout::members(layout_)[options_.localRank].pid.store(static_cast<int32_t>(::getpid()),
                                                          std::memory_order_release);
   // The last rank to attach removes the name: from here on a crash of any
@@ -176,9 +199,13 @@ void ShmDomain::publish(uint64_t round, const MessageSignature& sig) {
   f.opCount = sig.opCount;
   f.detail = sig.detail;
   f.round.store(round, std::memory_order_release);
-  // Pairs with the fence in waitSlow: either the sleeper sees the new
-  // round, or this rank sees the sleeper and wakes it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Pairs with the barrier in waitSlow (WakeLine): either the sleeper sees
+  // the new round, or this rank sees the sleeper and wakes it.
+  if (layout_->wake.publisherFences.load(std::memory_order_relaxed) != 0) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
   if (layout_->wake.sleepers.load(std::memory_order_relaxed) != 0) {
     layout_->wake.generation.fetch_add(1);
     futex(&layout_->wake.generation, FUTEX_WAKE, INT_MAX, nullptr);
@@ -272,7 +299,13 @@ void ShmDomain::waitSlow(int local, uint64_t round, const OpContext& ctx) {
       continue;
     }
     w.sleepers.fetch_add(1);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (w.publisherFences.load() != 0 || membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      // membarrier failed after registering: no publisher can be trusted
+      // to have fenced, so make them all do it from now on.
+      w.publisherFences.store(1);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
     uint32_t generation = w.generation.load();
     if (f.round.load(std::memory_order_acquire) < round &&
         layout_->abort.raised.load(std::memory_order_acquire) == 0) {
