@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/env.h"
 #include "meshcomm/error.h"
@@ -48,9 +50,11 @@ bool runsOn(Algorithm algo, Route route) {
 
 // The forced algorithm for `op` from MESHCOMM_ALGO_<OP>, checked against
 // the algorithms that implement it.
-Algorithm forced(const char* variable, std::initializer_list<Algorithm> allowed, Route route,
-                 int groupSize) {
-  auto value = envString(variable);
+// `value` is the variable's value, read once per process by the caller
+// (scanning the environment on every call would cost a small collective a
+// tenth of its time).
+Algorithm forced(const char* variable, const std::optional<std::string>& value,
+                 std::initializer_list<Algorithm> allowed, Route route, int groupSize) {
   if (!value || value->empty()) return Algorithm::kAuto;
   for (const auto& n : kNames) {
     if (*value != n.name) continue;
@@ -80,7 +84,8 @@ const char* algorithmName(Algorithm algo) {
 }
 
 Algorithm chooseAllReduce(size_t bytes, int groupSize, Route route) {
-  Algorithm f = forced("MESHCOMM_ALGO_ALLREDUCE",
+  static const std::optional<std::string> kValue = envString("MESHCOMM_ALGO_ALLREDUCE");
+  Algorithm f = forced("MESHCOMM_ALGO_ALLREDUCE", kValue,
                        {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kShmOneShot,
                         Algorithm::kShmReduceScatter, Algorithm::kHierarchical},
                        route, groupSize);
@@ -103,7 +108,8 @@ Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
 }
 
 Algorithm chooseBroadcast(size_t bytes, int groupSize, Route route) {
-  Algorithm f = forced("MESHCOMM_ALGO_BROADCAST",
+  static const std::optional<std::string> kValue = envString("MESHCOMM_ALGO_BROADCAST");
+  Algorithm f = forced("MESHCOMM_ALGO_BROADCAST", kValue,
                        {Algorithm::kBinomialTree, Algorithm::kChain, Algorithm::kShm,
                         Algorithm::kHierarchical},
                        route, groupSize);
@@ -120,7 +126,8 @@ Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {
 }
 
 Algorithm chooseReduce(size_t bytes, int groupSize, Route route) {
-  Algorithm f = forced("MESHCOMM_ALGO_REDUCE",
+  static const std::optional<std::string> kValue = envString("MESHCOMM_ALGO_REDUCE");
+  Algorithm f = forced("MESHCOMM_ALGO_REDUCE", kValue,
                        {Algorithm::kBinomialTree, Algorithm::kReduceScatterGather, Algorithm::kShm,
                         Algorithm::kHierarchical},
                        route, groupSize);

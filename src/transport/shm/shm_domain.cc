@@ -191,8 +191,9 @@ uint8_t* ShmDomain::inlineData(int local, uint64_t round) const {
   return f.inlineData;
 }
 
-void ShmDomain::publish(uint64_t round, const MessageSignature& sig) {
+void ShmDomain::publish(uint64_t round, const MessageSignature& sig, const uint8_t* inlineData) {
   FlagLine& f = Layout::flags(layout_)[2 * options_.localRank + static_cast<int>(round & 1)];
+  if (inlineData != nullptr) std::memcpy(f.inlineData, inlineData, kInlineBytes);
   f.opcode = sig.opcode;
   f.dtype = sig.dtype;
   f.reduceOp = sig.reduceOp;
@@ -362,7 +363,10 @@ uint8_t* ShmOp::begin() {
   return d_.slot(d_.localRank(), round);
 }
 
-void ShmOp::publish() { d_.publish(d_.round_, sig_); }
+void ShmOp::publish() {
+  d_.publish(d_.round_, sig_, staged_ ? staging_ : nullptr);
+  staged_ = false;
+}
 
 void ShmOp::wait(int local) {
   if (local != d_.localRank()) d_.waitFor(local, d_.round_, &sig_, ctx_);

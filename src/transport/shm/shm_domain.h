@@ -91,7 +91,8 @@ class ShmDomain {
   uint64_t& roundCounter() { return round_; }
   uint8_t* slot(int local, uint64_t round) const;
   uint8_t* inlineData(int local, uint64_t round) const;
-  void publish(uint64_t round, const MessageSignature& sig);
+  // inlineData, if not null, is copied into the flag line first.
+  void publish(uint64_t round, const MessageSignature& sig, const uint8_t* inlineData);
   // Waits until local rank `local` has published `round`; with `sig`,
   // checks that it is running the same operation.
   void waitFor(int local, uint64_t round, const MessageSignature* sig, const OpContext& ctx);
@@ -126,8 +127,15 @@ class ShmOp {
   // writable bytes). Waits, rarely, until every rank is done with the
   // buffer's previous use.
   uint8_t* begin();
-  // This round's inline area (kInlineBytes), part of the flag line.
-  uint8_t* inlineData() { return d_.inlineData(d_.localRank(), d_.round_); }
+  // This round's inline area (kInlineBytes), sent with the flag line. It
+  // is staged here and written to the line by publish() together with the
+  // flag, so the line changes in one burst: a peer polling it mid-update
+  // would otherwise pull it away between the stores and cost another
+  // cache-line transfer.
+  uint8_t* inlineData() {
+    staged_ = true;
+    return staging_;
+  }
   // Makes this round's writes visible to the other local ranks.
   void publish();
   // Waits for `local`'s data of this round / for every rank's.
@@ -147,6 +155,8 @@ class ShmOp {
   ShmDomain& d_;
   const OpContext& ctx_;
   MessageSignature sig_;
+  alignas(8) uint8_t staging_[ShmDomain::kInlineBytes];
+  bool staged_ = false;
 };
 
 // Cores this process may run on (its affinity mask), at least 1.
