@@ -125,9 +125,10 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, A
   if (algo == Algorithm::kAuto) {
     algo = defaultAllReduce(count * dtypeSize(dtype), comm.size(), comm.route());
   }
-  if (algo == Algorithm::kShmOneShot || algo == Algorithm::kShmReduceScatter) {
+  if (algo == Algorithm::kShmOneShot || algo == Algorithm::kShmReduceScatter ||
+      algo == Algorithm::kShmSingleCopy) {
     ShmOp local = comm.shmOp();
-    shm::allReduce(local, data, count, dtype, op, algo);
+    shm::allReduce(local, data, count, dtype, op, algo, comm.scratchArena());
   } else if (algo == Algorithm::kHierarchical) {
     hierarchical::allReduce(comm, data, count, dtype, op);
   } else if (algo == Algorithm::kRing) {

@@ -63,6 +63,7 @@ class Comm {
 
   // Uninitialised temporary memory for this call (reused across calls).
   uint8_t* scratch(Scratch slot, size_t bytes) { return scratch_.get(slot, bytes); }
+  ScratchArena& scratchArena() { return scratch_; }
 
   // Post without waiting; the request is also remembered for waitAll().
   RequestPtr send(int peer, uint32_t step, const void* data, size_t bytes);

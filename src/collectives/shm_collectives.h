@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "collectives/scratch.h"
 #include "transport/shm/shm_domain.h"
 
 namespace meshcomm::collectives::shm {
@@ -26,7 +27,11 @@ namespace meshcomm::collectives::shm {
 // round per chunk; least latency). kShmReduceScatter: every rank reduces
 // its slice of all slots, then copies the finished slices out (two rounds
 // per chunk, 1/P of the reduction work each; most bandwidth).
-void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, Algorithm algo);
+// kShmSingleCopy: reduce-scatter + all-gather reading the peers' buffers
+// directly (transport/shm/single_copy.h); kShmReduceScatter where the
+// domain has no single copies.
+void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, Algorithm algo,
+               ScratchArena& scratch);
 void broadcast(ShmOp& op, void* data, size_t bytes, int root);
 void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root);
 void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs);

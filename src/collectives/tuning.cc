@@ -25,6 +25,7 @@ constexpr Named kNames[] = {
     {"reduce_scatter_gather", Algorithm::kReduceScatterGather},
     {"shm_oneshot", Algorithm::kShmOneShot},
     {"shm_rsag", Algorithm::kShmReduceScatter},
+    {"shm_single_copy", Algorithm::kShmSingleCopy},
     {"shm", Algorithm::kShm},
     {"hierarchical", Algorithm::kHierarchical},
 };
@@ -42,6 +43,7 @@ bool runsOn(Algorithm algo, Route route) {
   switch (algo) {
     case Algorithm::kShmOneShot:
     case Algorithm::kShmReduceScatter:
+    case Algorithm::kShmSingleCopy:
     case Algorithm::kShm: return route == Route::kShm;
     case Algorithm::kHierarchical: return route == Route::kHierarchical;
     default: return true;  // the TCP algorithms run anywhere
@@ -87,7 +89,8 @@ Algorithm chooseAllReduce(size_t bytes, int groupSize, Route route) {
   static const std::optional<std::string> kValue = envString("MESHCOMM_ALGO_ALLREDUCE");
   Algorithm f = forced("MESHCOMM_ALGO_ALLREDUCE", kValue,
                        {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kShmOneShot,
-                        Algorithm::kShmReduceScatter, Algorithm::kHierarchical},
+                        Algorithm::kShmReduceScatter, Algorithm::kShmSingleCopy,
+                        Algorithm::kHierarchical},
                        route, groupSize);
   return f != Algorithm::kAuto ? f : defaultAllReduce(bytes, groupSize, route);
 }
@@ -98,6 +101,9 @@ Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
     // One-shot reads P slots per rank but needs one round; reduce-scatter
     // reads one, in two rounds. docs/tuning.md has the crossover.
     size_t oneShotUpTo = groupSize <= 2 ? size_t{256} << 10 : groupSize <= 4 ? 64 << 10 : 16 << 10;
+    // Single copies (kShmSingleCopy) lose to the segment on the machine of
+    // docs/tuning.md, where pinning the peer's pages is expensive; they
+    // stay available by name.
     return bytes <= oneShotUpTo ? Algorithm::kShmOneShot : Algorithm::kShmReduceScatter;
   }
   // Recursive doubling moves the whole buffer log2(P) times but needs only

@@ -18,6 +18,7 @@ enum class Algorithm {
   kReduceScatterGather,  // reduce: ring reduce-scatter, then gather at the root
   kShmOneShot,         // one host: every rank reduces every slot (all_reduce)
   kShmReduceScatter,   // one host: slice-parallel reduce, then copy-out (all_reduce)
+  kShmSingleCopy,      // one host: reduce-scatter + all-gather reading peers' buffers directly
   kShm,                // one host: the shared-memory algorithm (broadcast, reduce)
   kHierarchical,       // shared memory within hosts, TCP between one leader per host
 };

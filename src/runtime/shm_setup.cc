@@ -9,6 +9,7 @@
 #include "common/env.h"
 #include "common/logging.h"
 #include "meshcomm/error.h"
+#include "transport/shm/single_copy.h"
 
 namespace meshcomm {
 namespace {
@@ -53,6 +54,43 @@ std::string segmentName(const std::string& groupName) {
   name += '-';
   name += hexOf(randomBytes(6));
   return name;
+}
+
+// Whether every local rank can read every other's memory: each publishes
+// its pid and probe address, probes all the others and publishes the
+// verdict; all take the same decision from the same verdicts.
+bool probeSingleCopy(const ShmSetupOptions& o, const std::vector<int>& locals) {
+  const bool wanted = envBool("MESHCOMM_SHM_SINGLE_COPY", true);
+  const std::string me = std::to_string(o.groupRank);
+  std::string mine = std::to_string(::getpid()) + " " +
+                     std::to_string(reinterpret_cast<uintptr_t>(single_copy::probeAddress()));
+  o.groupStore->set("cma/" + me, mine);
+  std::vector<std::string> where, verdicts;
+  for (int r : locals) {
+    where.push_back("cma/" + std::to_string(r));
+    verdicts.push_back("cma_ok/" + std::to_string(r));
+  }
+  o.groupStore->wait(where, o.timeout);
+  bool ok = wanted;
+  std::vector<Bytes> values = o.groupStore->multiGet(where);
+  for (size_t i = 0; i < locals.size() && ok; ++i) {
+    if (locals[i] == o.groupRank) continue;
+    std::string v(values[i].begin(), values[i].end());
+    size_t space = v.find(' ');
+    if (space == std::string::npos) {
+      ok = false;
+      break;
+    }
+    pid_t pid = static_cast<pid_t>(std::stol(v.substr(0, space)));
+    uintptr_t address = static_cast<uintptr_t>(std::stoull(v.substr(space + 1)));
+    ok = single_copy::probe(pid, address);
+  }
+  o.groupStore->set("cma_ok/" + me, std::string(ok ? "1" : "0"));
+  o.groupStore->wait(verdicts, o.timeout);
+  for (const Bytes& v : o.groupStore->multiGet(verdicts)) {
+    if (v.size() != 1 || v[0] != '1') return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -132,6 +170,7 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
   d.describeSignature = o.describeSignature;
   ShmSegment segment = created ? std::move(*created) : ShmSegment::open(myName, bytes);
   result.domain = std::make_unique<ShmDomain>(std::move(d), std::move(segment));
+  result.domain->setSingleCopy(probeSingleCopy(o, locals));
   return result;
 }
 

@@ -506,6 +506,11 @@ TEST_P(CollShm, OneShotAllReduceWithOddSlots) {
                150s);
 }
 
+TEST_P(CollShm, SingleCopyAllReduce) {
+  MatrixSpec spec{"shm_single_copy", {Family::kAllReduce}, true};
+  runMatrixJob(GetParam(), spec, {{"MESHCOMM_ALGO_ALLREDUCE", "shm_single_copy"}}, 150s);
+}
+
 INSTANTIATE_TEST_SUITE_P(Coll, CollShm, ::testing::Values(2, 3, 4, 5, 8),
                          [](const auto& info) { return "P" + std::to_string(info.param); });
 

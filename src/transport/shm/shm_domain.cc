@@ -180,6 +180,10 @@ ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
 
 ShmDomain::~ShmDomain() = default;
 
+pid_t ShmDomain::pidOf(int local) const {
+  return Layout::members(layout_)[local].pid.load(std::memory_order_acquire);
+}
+
 uint8_t* ShmDomain::slot(int local, uint64_t round) const {
   size_t perRank = 2 * roundUp(options_.slotBytes, kPage);
   return segment_.data() + Layout::slotsOffset(localSize()) +

@@ -26,6 +26,8 @@
 // Thread-safety: one operation at a time (the group's executor).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -80,6 +82,13 @@ class ShmDomain {
   // "rank G (world rank W)" of a local rank.
   std::string describeRank(int local) const;
 
+  // Single-copy transfers (transport/shm/single_copy.h) work between every
+  // pair of local ranks; the set-up decides it for all of them at once.
+  bool singleCopy() const { return singleCopy_; }
+  void setSingleCopy(bool on) { singleCopy_ = on; }
+  // The process of a local rank (attached ranks only).
+  pid_t pidOf(int local) const;
+
   // Raises the abort line (first caller wins) and wakes every sleeper, so
   // the other local ranks fail with this error too. Never throws.
   void abort(wire::AbortReason reason, const std::string& message) noexcept;
@@ -110,6 +119,7 @@ class ShmDomain {
   uint64_t round_ = 0;        // the last round this rank started
   uint64_t allReached_ = 0;   // every local rank is known to have published this round
   Deadline::Clock::time_point nextStoreCheck_{};
+  bool singleCopy_ = false;
 };
 
 // One collective's use of a domain: rounds tagged with its signature.
@@ -118,6 +128,7 @@ class ShmOp {
   ShmOp(ShmDomain& domain, const OpContext& context, const MessageSignature& sig)
       : d_(domain), ctx_(context), sig_(sig) {}
 
+  ShmDomain& domain() { return d_; }
   int rank() const { return d_.localRank(); }
   int size() const { return d_.localSize(); }
   size_t slotBytes() const { return d_.slotBytes(); }
