@@ -163,8 +163,10 @@ class Rank:
         self.args = args
         self.rank = rank
         self.n = args.nranks
-        self.all_gather = self._pick_all_gather()
-        self.reduce_scatter = self._pick_reduce_scatter()
+        # Probed only for the operation being measured, so that no other
+        # operation's support shows up in the notes.
+        self.all_gather = self._pick_all_gather() if args.op == "all_gather" else None
+        self.reduce_scatter = self._pick_reduce_scatter() if args.op == "reduce_scatter" else None
 
     def note(self, text):
         if self.rank == 0:

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Runs the same collective sweeps with meshcomm (meshcomm-bench) and with
+# Open MPI, Gloo and torch.distributed (gloo backend), in one run on this
+# host, and writes every row to one CSV, then a markdown report and plots.
+#
+# usage: bench/compare.sh [options]
+#   --nranks "2 4 8"    process counts (default "2 4 8")
+#   --ops "OPS"         any of all_reduce broadcast all_gather reduce_scatter
+#                       all_to_all barrier (default: all six)
+#   --libs "LIBS"       any of meshcomm openmpi gloo torch (default: all four;
+#                       gloo's all_reduce runs as gloo-ring and gloo-hd)
+#   -b SIZE -e SIZE -f F  size sweep, as meshcomm-bench takes it (default
+#                       -b 8 -e 64M -f 4; 8 x 4^k stops at 32M)
+#   --iters N           fixed timed iterations (default: adaptive, ~0.25 s)
+#   --warmup N          untimed iterations per size (default 5)
+#   --timeout S         bound of each single benchmark invocation (default 600)
+#   --build-dir DIR     meshcomm build with bin/meshcomm-bench (default build)
+#   --peers-dir DIR     where the peer programs are built (default build-peers)
+#   --results-dir DIR   where the CSV, logs and report go (default bench/results)
+#   --img-dir DIR       where the plots go (default docs/img)
+#   --install-only      only install the missing Debian packages
+#   --no-report         skip compare_report.py
+#
+# Missing Debian packages (openmpi-bin libopenmpi-dev libgloo-dev
+# python3-torch python3-matplotlib) are installed with apt-get first (as
+# root, or through sudo); nothing is installed when all are present.
+#
+# A benchmark that fails or outlasts --timeout is killed and reported; its
+# rows are missing from the CSV and the run goes on with the next one.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY=/usr/bin/python3
+NRANKS="2 4 8"
+OPS="all_reduce broadcast all_gather reduce_scatter all_to_all barrier"
+LIBS="meshcomm openmpi gloo torch"
+MINB=8
+MAXB=64M
+FACTOR=4
+ITERS=""
+WARMUP=""
+TIMEOUT=600
+BUILD_DIR="$ROOT/build"
+PEERS_DIR="$ROOT/build-peers"
+RESULTS_DIR="$ROOT/bench/results"
+IMG_DIR="$ROOT/docs/img"
+INSTALL_ONLY=0
+REPORT=1
+PACKAGES=(openmpi-bin libopenmpi-dev libgloo-dev python3-torch python3-matplotlib)
+
+die() { echo "compare.sh: $*" >&2; exit 2; }
+say() { echo "compare.sh: $*" >&2; }
+
+need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --nranks) need_value "$@"; NRANKS="$2"; shift 2 ;;
+    --ops) need_value "$@"; OPS="$2"; shift 2 ;;
+    --libs) need_value "$@"; LIBS="$2"; shift 2 ;;
+    -b) need_value "$@"; MINB="$2"; shift 2 ;;
+    -e) need_value "$@"; MAXB="$2"; shift 2 ;;
+    -f) need_value "$@"; FACTOR="$2"; shift 2 ;;
+    --iters) need_value "$@"; ITERS="$2"; shift 2 ;;
+    --warmup) need_value "$@"; WARMUP="$2"; shift 2 ;;
+    --timeout) need_value "$@"; [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "--timeout needs seconds"; TIMEOUT="$2"; shift 2 ;;
+    --build-dir) need_value "$@"; BUILD_DIR="$(realpath -m "$2")"; shift 2 ;;
+    --peers-dir) need_value "$@"; PEERS_DIR="$(realpath -m "$2")"; shift 2 ;;
+    --results-dir) need_value "$@"; RESULTS_DIR="$(realpath -m "$2")"; shift 2 ;;
+    --img-dir) need_value "$@"; IMG_DIR="$(realpath -m "$2")"; shift 2 ;;
+    --install-only) INSTALL_ONLY=1; shift ;;
+    --no-report) REPORT=0; shift ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+
+for p in $NRANKS; do [[ "$p" =~ ^[1-9][0-9]*$ ]] || die "--nranks: '$p' is not a positive integer"; done
+for op in $OPS; do
+  case "$op" in all_reduce|broadcast|all_gather|reduce_scatter|all_to_all|barrier) ;;
+    *) die "--ops: unknown operation '$op'" ;; esac
+done
+for lib in $LIBS; do
+  case "$lib" in meshcomm|openmpi|gloo|torch) ;; *) die "--libs: unknown library '$lib'" ;; esac
+done
+has_lib() { [[ " $LIBS " == *" $1 "* ]]; }
+
+# ---- packages ----
+
+ensure_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  local sudo=()
+  if [[ "$(id -u)" -ne 0 ]]; then
+    command -v sudo >/dev/null || die "missing packages ${missing[*]}; run as root or install sudo"
+    sudo=(sudo)
+  fi
+  say "installing ${missing[*]} with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update >&2
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2
+}
+
+ensure_packages
+[[ "$INSTALL_ONLY" -eq 1 ]] && exit 0
+
+MESHCOMM_BENCH="$BUILD_DIR/bin/meshcomm-bench"
+if has_lib meshcomm && [[ ! -x "$MESHCOMM_BENCH" ]]; then
+  die "$MESHCOMM_BENCH not found: build meshcomm first (make build), or pass --build-dir"
+fi
+
+# ---- peer programs (rebuilt when their source is newer) ----
+
+SRC="$ROOT/bench/peers"
+mkdir -p "$PEERS_DIR"
+build_if_stale() {  # output source command...
+  local out="$1" src="$2"
+  shift 2
+  if [[ ! -x "$out" || "$src" -nt "$out" ]]; then
+    say "building $(basename "$out")"
+    "$@"
+  fi
+}
+build_if_stale "$PEERS_DIR/memcpy_bench" "$SRC/memcpy_bench.c" \
+  gcc -O2 -std=c11 -Wall -Wextra -o "$PEERS_DIR/memcpy_bench" "$SRC/memcpy_bench.c"
+if has_lib openmpi; then
+  build_if_stale "$PEERS_DIR/mpi_bench" "$SRC/mpi_bench.c" \
+    mpicc -O2 -std=c11 -Wall -Wextra -o "$PEERS_DIR/mpi_bench" "$SRC/mpi_bench.c"
+fi
+if has_lib gloo; then
+  build_if_stale "$PEERS_DIR/gloo_bench" "$SRC/gloo_bench.cc" \
+    g++ -O2 -std=c++20 -Wall -Wextra -o "$PEERS_DIR/gloo_bench" "$SRC/gloo_bench.cc" -lgloo -pthread
+fi
+
+# ---- the run ----
+
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$RESULTS_DIR"
+CSV="$RESULTS_DIR/compare-$STAMP.csv"
+LOGS="$RESULTS_DIR/compare-$STAMP.logs"
+mkdir -p "$LOGS"
+echo "lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps" > "$CSV"
+FAILURES=()
+
+SWEEP=(-b "$MINB" -e "$MAXB" -f "$FACTOR")
+[[ -n "$ITERS" ]] && SWEEP+=(--iters "$ITERS")
+[[ -n "$WARMUP" ]] && SWEEP+=(--warmup "$WARMUP")
+
+# run_one LIB OP P command...: runs one sweep under `timeout`, appends its
+# rows to the CSV with the library's name, and records a failure without
+# stopping the run. The rows that finished before a failure are kept.
+run_one() {
+  local lib="$1" op="$2" p="$3"
+  shift 3
+  local log="$LOGS/$lib-$op-$p"
+  say "$lib $op -n $p"
+  local rc=0
+  timeout -k 10 "$TIMEOUT" "$@" > "$log.csv" 2> "$log.err" < /dev/null || rc=$?
+  # Peers' notes (skipped sizes, unsupported operations) are worth seeing.
+  if [[ -s "$log.err" ]]; then sed "s/^/  [$lib] /" "$log.err" | head -n 20 >&2 || true; fi
+  local rows
+  rows=$(awk -F, -v lib="$lib" -v op="$op" \
+    'NR > 1 && $1 == op { print lib "," $1 "," $2 "," $3 "," $6 "," $7 "," $8 }' \
+    "$log.csv" | tee -a "$CSV" | wc -l) || true
+  if [[ "$rc" -ne 0 ]]; then
+    local why="exit $rc"
+    [[ "$rc" -eq 124 || "$rc" -eq 137 ]] && why="timed out after ${TIMEOUT}s"
+    FAILURES+=("$lib $op -n $p: $why, $rows row(s) kept; see $log.err")
+    say "FAILED: ${FAILURES[-1]}"
+  fi
+}
+
+CORES="$(nproc)"
+MPIRUN_BASE=(mpirun --bind-to none --mca pml ob1 --mca btl self,vader)
+[[ "$(id -u)" -eq 0 ]] && MPIRUN_BASE+=(--allow-run-as-root)
+
+say "memcpy reference"
+run_one memcpy memcpy 1 "$PEERS_DIR/memcpy_bench"
+
+for p in $NRANKS; do
+  mpirun_cmd=("${MPIRUN_BASE[@]}" -np "$p")
+  [[ "$p" -gt "$CORES" ]] && mpirun_cmd+=(--oversubscribe)
+  for op in $OPS; do
+    if has_lib meshcomm; then
+      run_one meshcomm "$op" "$p" "$MESHCOMM_BENCH" "$op" -n "$p" "${SWEEP[@]}" --csv --time-limit "$TIMEOUT"
+    fi
+    if has_lib openmpi; then
+      run_one openmpi "$op" "$p" "${mpirun_cmd[@]}" "$PEERS_DIR/mpi_bench" "$op" "${SWEEP[@]}"
+    fi
+    if has_lib gloo; then
+      if [[ "$op" == all_reduce ]]; then
+        run_one gloo-ring "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --algorithm ring --time-limit "$TIMEOUT"
+        run_one gloo-hd "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --algorithm hd --time-limit "$TIMEOUT"
+      else
+        run_one gloo "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --time-limit "$TIMEOUT"
+      fi
+    fi
+    if has_lib torch; then
+      run_one torch-gloo "$op" "$p" "$PY" "$SRC/torch_bench.py" "$op" -n "$p" "${SWEEP[@]}" --time-limit "$TIMEOUT"
+    fi
+  done
+done
+
+cp "$CSV" "$RESULTS_DIR/compare-latest.csv"
+say "rows: $CSV ($(($(wc -l < "$CSV") - 1)) rows; logs in $LOGS)"
+if [[ ${#FAILURES[@]} -gt 0 ]]; then
+  printf '%s\n' "${FAILURES[@]}" > "$LOGS/failures.txt"
+  say "${#FAILURES[@]} benchmark(s) failed; their rows are missing:"
+  printf '  %s\n' "${FAILURES[@]}" >&2
+fi
+
+if [[ "$REPORT" -eq 1 ]]; then
+  "$PY" "$ROOT/bench/compare_report.py" "$CSV" --img-dir "$IMG_DIR" \
+    --failures "$LOGS/failures.txt" | tee "$RESULTS_DIR/compare-$STAMP.md"
+fi

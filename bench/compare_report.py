@@ -1,0 +1,234 @@
+#!/usr/bin/python3
+"""Report of a bench/compare.sh run: one markdown table per (op, nranks)
+with every library's time and bus bandwidth per size and the ratio of
+meshcomm to each other library, plus one bus-bandwidth-vs-size plot per
+operation (docs/img/compare_OP.png) and the memcpy reference.
+
+    /usr/bin/python3 bench/compare_report.py RESULTS.csv [--img-dir DIR]
+        [--failures FILE] [--no-plots]
+
+RESULTS.csv has the columns lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps.
+busbw is recomputed here from bytes and time_us (time_us has more digits
+than the CSV's busbw, which rounds small sizes to 0), with meshcomm-bench's
+factors: 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter
+and all_to_all, 1 for broadcast.
+"""
+
+import argparse
+import csv
+import math
+import os
+import sys
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OP_ORDER = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all", "barrier"]
+LIB_ORDER = ["meshcomm", "openmpi", "gloo-ring", "gloo-hd", "gloo", "torch-gloo"]
+REFERENCE = "meshcomm"
+# Rows at or below this size compare times: their bandwidth is all latency.
+LATENCY_BYTES = 8
+
+
+def bus_factor(op, n):
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op == "broadcast":
+        return 1.0
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 0.0
+
+
+def busbw(op, n, nbytes, time_us):
+    """GB/s; every op's algbw counts its bytes column (see meshcomm-bench --help)."""
+    if time_us <= 0:
+        return 0.0
+    return nbytes / (time_us * 1e-6) / 1e9 * bus_factor(op, n)
+
+
+def sig(v, digits=3):
+    """v with `digits` significant digits, in fixed notation."""
+    if v == 0 or not math.isfinite(v):
+        return "0" if v == 0 else str(v)
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(v)))))
+    return f"{v:.{decimals}f}"
+
+
+def lib_key(lib):
+    return (LIB_ORDER.index(lib) if lib in LIB_ORDER else len(LIB_ORDER), lib)
+
+
+def load(path):
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append({
+                "lib": r["lib"], "op": r["op"], "nranks": int(r["nranks"]),
+                "bytes": int(r["bytes"]), "time_us": float(r["time_us"]),
+                "busbw_csv": float(r["busbw_gbps"]),
+            })
+    return rows
+
+
+def table(op, n, by_lib, out):
+    """One markdown table for (op, n). by_lib: lib -> {bytes: time_us}."""
+    libs = sorted(by_lib, key=lib_key)
+    others = [l for l in libs if l != REFERENCE] if REFERENCE in by_lib else []
+    sizes = sorted({b for t in by_lib.values() for b in t})
+    is_barrier = op == "barrier"
+
+    print(f"\n### {op}, {n} ranks\n", file=out)
+    if others:
+        if is_barrier:
+            print(f"meshcomm/X = time ratio, meshcomm time / X time (below 1: meshcomm faster).\n",
+                  file=out)
+        else:
+            print(f"meshcomm/X = busbw ratio, meshcomm busbw / X busbw (above 1: meshcomm faster); "
+                  f"rows of {LATENCY_BYTES} B and below, marked (t), are the time ratio instead, "
+                  f"meshcomm time / X time (below 1: meshcomm faster).\n", file=out)
+    head = ["size(B)"]
+    for lib in libs:
+        head.append(f"{lib} time(us)")
+        if not is_barrier:
+            head.append(f"{lib} busbw(GB/s)")
+    head += [f"meshcomm/{lib}" for lib in others]
+    print("| " + " | ".join(head) + " |", file=out)
+    print("|" + "|".join("---:" for _ in head) + "|", file=out)
+    for b in sizes:
+        cells = [str(b)]
+        for lib in libs:
+            t = by_lib[lib].get(b)
+            cells.append(sig(t, 4) if t is not None else "n/a")
+            if not is_barrier:
+                cells.append(sig(busbw(op, n, b, t)) if t is not None else "n/a")
+        mine = by_lib.get(REFERENCE, {}).get(b)
+        for lib in others:
+            theirs = by_lib[lib].get(b)
+            if mine is None or theirs is None or mine <= 0 or theirs <= 0:
+                cells.append("n/a")
+            elif is_barrier:
+                cells.append(f"{mine / theirs:.2f}")
+            elif b <= LATENCY_BYTES:
+                cells.append(f"{mine / theirs:.2f} (t)")
+            else:
+                # Same bytes and factor on both sides, so the busbw ratio is
+                # the inverse time ratio, taken from the more precise times.
+                cells.append(f"{theirs / mine:.2f}")
+        print("| " + " | ".join(cells) + " |", file=out)
+
+
+def plot(op, series, memcpy_gbps, img_dir):
+    """series: (lib, n) -> sorted [(bytes, time_us)]. Returns the PNG path."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    libs = sorted({lib for lib, _ in series}, key=lib_key)
+    ranks = sorted({n for _, n in series})
+    colors = {lib: plt.cm.tab10(i % 10) for i, lib in enumerate(libs)}
+    styles = ["-", "--", ":", "-."]
+    markers = ["o", "s", "^", "D", "v"]
+    fig, ax = plt.subplots(figsize=(9, 6))
+    if op == "barrier":
+        # No bandwidth: time per barrier against the number of ranks.
+        for lib in libs:
+            pts = [(n, series[(lib, n)][0][1]) for n in ranks if (lib, n) in series]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", color=colors[lib], label=lib)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ranks)
+        ax.set_xticklabels([str(n) for n in ranks])
+        ax.set_xlabel("ranks")
+        ax.set_ylabel("time per barrier (us)")
+        ax.set_title("barrier: time (lower is better)")
+    else:
+        for lib in libs:
+            for i, n in enumerate(ranks):
+                pts = [(b, busbw(op, n, b, t)) for b, t in series.get((lib, n), [])]
+                pts = [(b, v) for b, v in pts if b > 0 and v > 0]
+                if pts:
+                    ax.plot(*zip(*pts), color=colors[lib], linestyle=styles[i % len(styles)],
+                            marker=markers[i % len(markers)], markersize=4,
+                            label=f"{lib}, {n} ranks")
+        if memcpy_gbps:
+            ax.axhline(memcpy_gbps, color="gray", linestyle=(0, (1, 3)),
+                       label=f"memcpy 16 MiB, 1 thread ({memcpy_gbps:.1f} GB/s)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("size (bytes)")
+        ax.set_ylabel("busbw (GB/s)")
+        ax.set_title(f"{op}: bus bandwidth (higher is better)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    os.makedirs(img_dir, exist_ok=True)
+    path = os.path.join(img_dir, f"compare_{op}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("csv")
+    p.add_argument("--img-dir", default=os.path.join(ROOT, "docs", "img"))
+    p.add_argument("--failures", help="file listing failed benchmarks, one a line")
+    p.add_argument("--no-plots", action="store_true")
+    args = p.parse_args(argv)
+
+    rows = load(args.csv)
+    memcpy = [r for r in rows if r["op"] == "memcpy"]
+    memcpy_gbps = None
+    print(f"# meshcomm vs Open MPI, Gloo and torch.distributed (gloo)\n")
+    print(f"Source: `{os.path.relpath(args.csv, ROOT)}`. time = the slowest rank's mean time per "
+          "operation; busbw from bytes and time with nccl-tests factors (see "
+          "`meshcomm-bench --help`).\n")
+    if memcpy:
+        r = memcpy[0]
+        memcpy_gbps = r["busbw_csv"]
+        print(f"Memory-bandwidth reference: single-thread memcpy of {r['bytes'] >> 20} MiB "
+              f"(rotating, uncached buffers): {r['time_us']:.1f} us, {memcpy_gbps:.2f} GB/s.")
+
+    # (op, n) -> lib -> {bytes: time_us}. Non-barrier rows of size 0 are
+    # sizes below one element per rank, which only meshcomm-bench prints.
+    grid = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        if r["op"] == "memcpy" or (r["op"] != "barrier" and r["bytes"] == 0):
+            continue
+        grid[(r["op"], r["nranks"])][r["lib"]][r["bytes"]] = r["time_us"]
+
+    ops = sorted({op for op, _ in grid}, key=lambda o: (OP_ORDER.index(o) if o in OP_ORDER else 99, o))
+    all_libs = sorted({lib for cell in grid.values() for lib in cell}, key=lib_key)
+    for op in ops:
+        print(f"\n## {op}")
+        for n in sorted(n for o, n in grid if o == op):
+            by_lib = grid[(op, n)]
+            table(op, n, by_lib, sys.stdout)
+            absent = [lib for lib in all_libs if lib not in by_lib]
+            if absent:
+                print(f"\nNo rows from: {', '.join(absent)} (unsupported, failed or not run).")
+
+    if args.failures and os.path.exists(args.failures):
+        with open(args.failures) as f:
+            failed = [line.strip() for line in f if line.strip()]
+        if failed:
+            print("\n## Failed benchmarks (rows missing)\n")
+            for line in failed:
+                print(f"- {line}")
+
+    if not args.no_plots:
+        print("\n## Plots\n")
+        for op in ops:
+            series = defaultdict(list)
+            for (o, n), by_lib in grid.items():
+                if o == op:
+                    for lib, pts in by_lib.items():
+                        series[(lib, n)] = sorted(pts.items())
+            path = plot(op, series, memcpy_gbps, args.img_dir)
+            print(f"- {op}: `{os.path.relpath(path, ROOT)}`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
