@@ -54,6 +54,12 @@ def sig(v, digits=3):
     return f"{v:.{decimals}f}"
 
 
+def shown(path):
+    """A path relative to the repository when it is inside it."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
+
+
 def lib_key(lib):
     return (LIB_ORDER.index(lib) if lib in LIB_ORDER else len(LIB_ORDER), lib)
 
@@ -80,7 +86,7 @@ def table(op, n, by_lib, out):
     print(f"\n### {op}, {n} ranks\n", file=out)
     if others:
         if is_barrier:
-            print(f"meshcomm/X = time ratio, meshcomm time / X time (below 1: meshcomm faster).\n",
+            print("meshcomm/X = time ratio, meshcomm time / X time (below 1: meshcomm faster).\n",
                   file=out)
         else:
             print(f"meshcomm/X = busbw ratio, meshcomm busbw / X busbw (above 1: meshcomm faster); "
@@ -107,13 +113,13 @@ def table(op, n, by_lib, out):
             if mine is None or theirs is None or mine <= 0 or theirs <= 0:
                 cells.append("n/a")
             elif is_barrier:
-                cells.append(f"{mine / theirs:.2f}")
+                cells.append(sig(mine / theirs))
             elif b <= LATENCY_BYTES:
-                cells.append(f"{mine / theirs:.2f} (t)")
+                cells.append(f"{sig(mine / theirs)} (t)")
             else:
                 # Same bytes and factor on both sides, so the busbw ratio is
                 # the inverse time ratio, taken from the more precise times.
-                cells.append(f"{theirs / mine:.2f}")
+                cells.append(sig(theirs / mine))
         print("| " + " | ".join(cells) + " |", file=out)
 
 
@@ -180,8 +186,8 @@ def main(argv):
     rows = load(args.csv)
     memcpy = [r for r in rows if r["op"] == "memcpy"]
     memcpy_gbps = None
-    print(f"# meshcomm vs Open MPI, Gloo and torch.distributed (gloo)\n")
-    print(f"Source: `{os.path.relpath(args.csv, ROOT)}`. time = the slowest rank's mean time per "
+    print("# meshcomm vs Open MPI, Gloo and torch.distributed (gloo)\n")
+    print(f"Source: `{shown(os.path.abspath(args.csv))}`. time = the slowest rank's mean time per "
           "operation; busbw from bytes and time with nccl-tests factors (see "
           "`meshcomm-bench --help`).\n")
     if memcpy:
@@ -226,7 +232,7 @@ def main(argv):
                     for lib, pts in by_lib.items():
                         series[(lib, n)] = sorted(pts.items())
             path = plot(op, series, memcpy_gbps, args.img_dir)
-            print(f"- {op}: `{os.path.relpath(path, ROOT)}`")
+            print(f"- {op}: `{shown(os.path.abspath(path))}`")
     return 0
 
 
