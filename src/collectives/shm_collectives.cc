@@ -64,6 +64,34 @@ std::vector<const void*> slotsAt(ShmOp& op, size_t offset) {
   return out;
 }
 
+// Round A of the slice-parallel algorithms: every rank publishes its
+// chunk `part` (n elements), then reduces slice `me` of every rank's copy
+// straight into its slot of round B, which it publishes.
+void reduceOwnSlice(ShmOp& op, uint8_t* part, size_t n, DType dtype, ReduceOp rop,
+                    const std::vector<size_t>& slice) {
+  const size_t es = dtypeSize(dtype);
+  const auto me = static_cast<size_t>(op.rank());
+  const size_t mySliceBytes = slice[me] * es;
+  copy(op.begin(), part, n * es);
+  op.publish();
+  op.waitAll();
+  std::vector<const void*> inputs = slotsAt(op, mySliceBytes);
+  uint8_t* reduced = op.begin();
+  reduce::reduceInto(rop, dtype, reduced + mySliceBytes, inputs.data(), inputs.size(),
+                     slice[me + 1] - slice[me]);
+  op.publish();
+}
+
+// Round B, for a rank that wants the result: every finished slice, out.
+void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vector<size_t>& slice) {
+  op.waitAll();
+  for (int i = 0; i < op.size(); ++i) {
+    size_t from = slice[static_cast<size_t>(i)] * elementSize;
+    size_t to = slice[static_cast<size_t>(i) + 1] * elementSize;
+    copy(part + from, op.slot(i) + from, to - from);
+  }
+}
+
 // Element offsets of P slices of a chunk, each starting on a cache line
 // where the element size allows, so every rank's kernel runs aligned.
 std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts) {
@@ -171,30 +199,12 @@ void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, A
     }
     return;
   }
-  const int p = op.size();
-  const int me = op.rank();
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
     uint8_t* part = bytes + off * es;
-    const std::vector<size_t> slice = sliceOffsets(n, es, p);
-    const size_t mySliceBytes = slice[static_cast<size_t>(me)] * es;
-    // Round A: publish this chunk; then reduce my slice of every rank's copy
-    // straight into my slot of round B.
-    copy(op.begin(), part, n * es);
-    op.publish();
-    op.waitAll();
-    std::vector<const void*> inputs = slotsAt(op, mySliceBytes);
-    uint8_t* reduced = op.begin();
-    size_t myCount = slice[static_cast<size_t>(me) + 1] - slice[static_cast<size_t>(me)];
-    reduce::reduceInto(rop, dtype, reduced + mySliceBytes, inputs.data(), inputs.size(), myCount);
-    op.publish();
-    // Round B: gather every rank's finished slice.
-    op.waitAll();
-    for (int i = 0; i < p; ++i) {
-      size_t from = slice[static_cast<size_t>(i)] * es;
-      size_t to = slice[static_cast<size_t>(i) + 1] * es;
-      copy(part + from, op.slot(i) + from, to - from);
-    }
+    const std::vector<size_t> slice = sliceOffsets(n, es, op.size());
+    reduceOwnSlice(op, part, n, dtype, rop, slice);
+    copySlicesOut(op, part, es, slice);
   }
 }
 
@@ -246,22 +256,8 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
     const size_t n = std::min(chunk, count - off);
     uint8_t* part = bytes + off * es;
     const std::vector<size_t> slice = sliceOffsets(n, es, p);
-    const size_t mySliceBytes = slice[static_cast<size_t>(me)] * es;
-    copy(op.begin(), part, n * es);
-    op.publish();
-    op.waitAll();
-    std::vector<const void*> inputs = slotsAt(op, mySliceBytes);
-    uint8_t* reduced = op.begin();
-    size_t myCount = slice[static_cast<size_t>(me) + 1] - slice[static_cast<size_t>(me)];
-    reduce::reduceInto(rop, dtype, reduced + mySliceBytes, inputs.data(), inputs.size(), myCount);
-    op.publish();
-    if (!isRoot) continue;
-    op.waitAll();
-    for (int i = 0; i < p; ++i) {
-      size_t from = slice[static_cast<size_t>(i)] * es;
-      size_t to = slice[static_cast<size_t>(i) + 1] * es;
-      copy(part + from, op.slot(i) + from, to - from);
-    }
+    reduceOwnSlice(op, part, n, dtype, rop, slice);
+    if (isRoot) copySlicesOut(op, part, es, slice);
   }
 }
 
