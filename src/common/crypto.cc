@@ -10,18 +10,22 @@
 
 namespace meshcomm {
 
+std::string hexOf(const uint8_t* data, size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kHex[data[i] >> 4]);
+    out.push_back(kHex[data[i] & 15]);
+  }
+  return out;
+}
+
 std::string sha1Hex(std::string_view data) {
   unsigned char digest[SHA_DIGEST_LENGTH];
   SHA1(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
        digest);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * SHA_DIGEST_LENGTH);
-  for (unsigned char c : digest) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
+  return hexOf(digest, SHA_DIGEST_LENGTH);
 }
 
 std::vector<uint8_t> hmacSha256(std::string_view key,

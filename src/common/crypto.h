@@ -10,6 +10,9 @@
 
 namespace meshcomm {
 
+// Lowercase hex of n bytes (2n characters).
+std::string hexOf(const uint8_t* data, size_t n);
+
 // Lowercase hex SHA-1 of data (40 characters).
 std::string sha1Hex(std::string_view data);
 

@@ -23,16 +23,6 @@ std::string hostName() {
   return name;
 }
 
-std::string hexOf(const std::vector<uint8_t>& bytes) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
 size_t slotBytesFromEnv() {
   int64_t v = envIntOr("MESHCOMM_SHM_SLOT_BYTES", 512 * 1024);
   if (v < 4096 || v > (int64_t{1} << 30)) {
@@ -52,7 +42,8 @@ std::string segmentName(const std::string& groupName) {
   name += '-';
   name += sha1Hex(groupName).substr(0, 12);
   name += '-';
-  name += hexOf(randomBytes(6));
+  const std::vector<uint8_t> nonce = randomBytes(6);
+  name += hexOf(nonce.data(), nonce.size());
   return name;
 }
 
