@@ -61,4 +61,12 @@ class MESHCOMM_API Aborted : public Error {
   using Error::Error;
 };
 
+// The calling thread's interrupt check (meshcomm/interrupt.h) fired while a
+// blocking operation waited. The operation was abandoned and its group
+// aborted on every rank.
+class MESHCOMM_API Interrupted : public Aborted {
+ public:
+  using Aborted::Aborted;
+};
+
 }  // namespace meshcomm

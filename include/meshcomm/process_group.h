@@ -40,7 +40,9 @@ struct OpOptions {
   // 0 means the group's timeout.
   std::chrono::milliseconds timeout{0};
   // Return only once the operation has completed (the Work is already
-  // done). Lets a synchronous call run on the calling thread.
+  // done). Lets a synchronous call run on the calling thread. Exception: on
+  // a thread with an interrupt check (meshcomm/interrupt.h), a call that
+  // must queue behind earlier operations returns its pending Work at once.
   bool blocking = false;
 };
 

@@ -9,7 +9,7 @@ function follows (groups, world ranks, sync/async, in-place mode, errors).
 
 from . import _checks, _state, _tensor
 from ._checks import async_flag, group_name, type_name
-from .collectives import _blocking, _rows
+from .collectives import _rows
 from .handle import finish
 from .inplace import _enabled
 
@@ -85,7 +85,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     ins = [_ref(t, fn, f"input_tensor_list[{i}]") for i, t in enumerate(input_tensor_list)]
     outs = [_ref(t, fn, f"output_tensor_list[{i}]", True) for i, t in enumerate(outputs)]
     _state.prune()
-    work = pg.all_to_all([d for d, _ in outs], [d for d, _ in ins], 0, _blocking(async_op))
+    work = pg.all_to_all([d for d, _ in outs], [d for d, _ in ins], 0, not async_op)
     h = finish(work, async_op, ([k for _, k in outs], [k for _, k in ins]))
     return h if inplace else (tuple(results), h)
 
@@ -169,7 +169,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     in_desc, in_keep = _ref(input, fn, "input")
     out_desc, out_keep = _ref(target, fn, "output", True)
     _state.prune()
-    work = pg.all_to_all_single(out_desc, in_desc, recv, send, 0, _blocking(async_op))
+    work = pg.all_to_all_single(out_desc, in_desc, recv, send, 0, not async_op)
     h = finish(work, async_op, (out_keep, in_keep))
     return h if inplace else (result, h)
 
@@ -234,5 +234,5 @@ def all_to_all_v_c(output, input, send_count_matrix, group=None, async_op=False)
     _state.prune()
     # Only the leading rows the matrix names take part.
     work = pg.all_to_all_single((out_addr, sum(recv), out_dtype), (in_addr, sum(send), in_dtype),
-                                recv, send, 0, _blocking(async_op))
+                                recv, send, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))

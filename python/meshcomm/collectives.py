@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from . import _checks, _state, _tensor, handle as _handle
+from . import _checks, _state, _tensor
 from ._checks import async_flag, group_name, integer, reduce_op
 from .handle import CommHandle, finish
 from .inplace import _enabled, require_inplace
@@ -37,11 +37,6 @@ _WORLD = _state.WORLD_COMM_GROUP
 _ndarray = np.ndarray
 _groups_get = _state._groups.get
 _op_codes_get = _OP_CODES.get
-
-
-def _blocking(async_op):
-    # A synchronous call may run inline on this thread (see handle.py).
-    return _handle.SYNC_INLINE and not async_op
 
 
 def _rows(shape):
@@ -94,7 +89,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     if _parked:
         _state.prune()
     if inplace:
-        blocking = _handle.SYNC_INLINE and not async_op
+        blocking = not async_op
         if fast:
             keep = tensor
             try:
@@ -117,7 +112,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         return None
     out = _tensor.copy_of(tensor)
     desc, keep = _ref(out, fn, "tensor", True)
-    return out, finish(pg.all_reduce(desc, code, 0, _blocking(async_op)), async_op, keep)
+    return out, finish(pg.all_reduce(desc, code, 0, not async_op), async_op, keep)
 
 
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
@@ -154,7 +149,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     root = _checks.group_rank(pg, dst, fn, "dst")
     desc, keep = _ref(tensor, fn, "tensor", pg.rank == root)
     _state.prune()
-    return finish(pg.reduce(desc, code, root, 0, _blocking(async_op)), async_op, keep)
+    return finish(pg.reduce(desc, code, root, 0, not async_op), async_op, keep)
 
 
 def broadcast(tensor, src, group=None, async_op=False):
@@ -192,7 +187,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     root = _checks.group_rank(pg, src, fn, "src")
     desc, keep = _ref(tensor, fn, "tensor", pg.rank != root)
     _state.prune()
-    return finish(pg.broadcast(desc, root, 0, _blocking(async_op)), async_op, keep)
+    return finish(pg.broadcast(desc, root, 0, not async_op), async_op, keep)
 
 
 def barrier(group=None, async_op=False, device_ids=None):
@@ -222,7 +217,7 @@ def barrier(group=None, async_op=False, device_ids=None):
                       stacklevel=2)
     pg = _lookup(name)
     _state.prune()
-    return finish(pg.barrier(0, _blocking(async_op)), async_op, None)
+    return finish(pg.barrier(0, not async_op), async_op, None)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -273,7 +268,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         result = _tensor.empty_like(input, (_rows(shape) // pg.size,) + tuple(shape[1:]))
         out_desc, out_keep = _ref(result, fn, "output", True)
     _state.prune()
-    work = pg.reduce_scatter_tensor(out_desc, in_desc, code, 0, _blocking(async_op))
+    work = pg.reduce_scatter_tensor(out_desc, in_desc, code, 0, not async_op)
     h = finish(work, async_op, (out_keep, in_keep))
     return h if inplace else (result, h)
 
@@ -334,7 +329,7 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None, op=Reduc
     in_desc, in_keep = _ref(input, fn, "input")
     _state.prune()
     work = pg.reduce_scatter_uneven(out_desc, in_desc, [s * per_row for s in sizes], code, 0,
-                                    _blocking(async_op))
+                                    not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -378,5 +373,5 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     out_desc, out_keep = _ref(output, fn, "output", True)
     refs = [_ref(t, fn, f"input_list[{i}]") for i, t in enumerate(input_list)]
     _state.prune()
-    work = pg.reduce_scatter(out_desc, [d for d, _ in refs], code, 0, _blocking(async_op))
+    work = pg.reduce_scatter(out_desc, [d for d, _ in refs], code, 0, not async_op)
     return finish(work, async_op, (out_keep, [k for _, k in refs]))

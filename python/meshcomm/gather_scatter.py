@@ -6,7 +6,7 @@ function follows (groups, world ranks, sync/async, in-place mode, errors).
 
 from . import _checks, _state, _tensor
 from ._checks import async_flag, group_name, integer
-from .collectives import _blocking, _rows
+from .collectives import _rows
 from .handle import finish
 from .inplace import _enabled, require_inplace
 
@@ -59,7 +59,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         result = _tensor.empty_like(input_tensor, (pg.size * _rows(shape),) + tuple(shape[1:]))
         out_desc, out_keep = _ref(result, fn, "output_tensor", True)
     _state.prune()
-    work = pg.all_gather_into(out_desc, in_desc, 0, _blocking(async_op))
+    work = pg.all_gather_into(out_desc, in_desc, 0, not async_op)
     h = finish(work, async_op, (out_keep, in_keep))
     return h if inplace else (result, h)
 
@@ -104,7 +104,7 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=
     in_desc, in_keep = _ref(input, fn, "input")
     _state.prune()
     if sizes is None:
-        work = pg.all_gather_into(out_desc, in_desc, 0, _blocking(async_op))
+        work = pg.all_gather_into(out_desc, in_desc, 0, not async_op)
         return finish(work, async_op, (out_keep, in_keep))
     in_rows = _rows(_tensor.shape_of(input))
     out_shape = _tensor.shape_of(output)
@@ -116,7 +116,7 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=
                          f"has {_rows(out_shape)}")
     per_row = _checks.row_elements(out_shape)
     work = pg.all_gather_uneven(out_desc, in_desc, [s * per_row for s in sizes], 0,
-                                _blocking(async_op))
+                                not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -158,7 +158,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     in_desc, in_keep = _ref(tensor, fn, "tensor")
     refs = [_ref(t, fn, f"tensor_list[{i}]", True) for i, t in enumerate(tensor_list)]
     _state.prune()
-    work = pg.all_gather([d for d, _ in refs], in_desc, 0, _blocking(async_op))
+    work = pg.all_gather([d for d, _ in refs], in_desc, 0, not async_op)
     return finish(work, async_op, (in_keep, [k for _, k in refs]))
 
 
@@ -200,7 +200,7 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None, async_op=
     in_desc, in_keep = _ref(input_tensor, fn, "input_tensor")
     out_desc, out_keep = _ref(output_tensor, fn, "output_tensor", pg.rank == root)
     _state.prune()
-    work = pg.gather_into(out_desc, in_desc, root, 0, _blocking(async_op))
+    work = pg.gather_into(out_desc, in_desc, root, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -248,7 +248,7 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
         refs = [_ref(t, fn, f"gather_list[{i}]", True) for i, t in enumerate(gather_list)]
     in_desc, in_keep = _ref(tensor, fn, "tensor")
     _state.prune()
-    work = pg.gather([d for d, _ in refs], in_desc, root, 0, _blocking(async_op))
+    work = pg.gather([d for d, _ in refs], in_desc, root, 0, not async_op)
     return finish(work, async_op, (in_keep, [k for _, k in refs]))
 
 
@@ -292,7 +292,7 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None, async_op=Fals
     out_desc, out_keep = _ref(output_tensor, fn, "output_tensor", True)
     in_desc, in_keep = _ref(input_tensor, fn, "input_tensor")
     _state.prune()
-    work = pg.scatter_tensor(out_desc, in_desc, root, 0, _blocking(async_op))
+    work = pg.scatter_tensor(out_desc, in_desc, root, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -341,5 +341,5 @@ def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
         refs = [_ref(t, fn, f"scatter_list[{i}]") for i, t in enumerate(scatter_list)]
     out_desc, out_keep = _ref(tensor, fn, "tensor", True)
     _state.prune()
-    work = pg.scatter(out_desc, [d for d, _ in refs], root, 0, _blocking(async_op))
+    work = pg.scatter(out_desc, [d for d, _ in refs], root, 0, not async_op)
     return finish(work, async_op, (out_keep, [k for _, k in refs]))

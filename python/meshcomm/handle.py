@@ -6,11 +6,14 @@ memory the operation reads or writes. Those stay alive until the operation
 completes, even if the handle is dropped without ``wait()``: the objects
 are then parked in :mod:`meshcomm._state` until the core is done with them.
 
-Synchronous calls queue the operation and wait on it in the native core
-with the GIL released, in 50 ms slices with a signal check in between, so
-Ctrl-C raises KeyboardInterrupt promptly. The interrupted operation keeps
-running (its buffers parked) and fails or finishes on its own deadline;
-the group stays usable only if every rank's copy of it completes.
+A synchronous call on an idle group runs on the calling thread, GIL
+released. Ctrl-C still interrupts it within a few milliseconds: the native
+waits run Python's signal handlers periodically, and when one raises
+(KeyboardInterrupt) the operation is abandoned, its group aborted on every
+rank, and the exception propagates. A synchronous call queued behind
+asynchronous ones is waited on here instead, in 50 ms slices with a signal
+check in between; Ctrl-C then ends only the wait, and the operation keeps
+running (its buffers parked) until it completes or fails on its own.
 """
 
 import os
@@ -21,13 +24,6 @@ from . import _meshcomm, _state
 __all__ = ["CommHandle"]
 
 _MS = timedelta(milliseconds=1)
-
-# Whether synchronous calls run the operation on the calling thread
-# (blocking submission) instead of queueing it and polling. Inline saves a
-# thread hand-off per call, but a Ctrl-C is then noticed only once the
-# operation ends or reaches its deadline. See _set_sync_inline.
-SYNC_INLINE = False
-
 
 def configure_wait(world_size):
     """Choose how long waits busy-poll before sleeping, as the native core
@@ -48,13 +44,6 @@ def configure_wait(world_size):
                 break
         us = 50 if 2 * local <= (os.cpu_count() or 1) else 0
     _meshcomm.set_wait_spin_us(us)
-
-
-def _set_sync_inline(enabled):
-    """Choose how synchronous calls wait (for measurements): True runs them
-    inline, False (the default) queues and polls interruptibly."""
-    global SYNC_INLINE
-    SYNC_INLINE = bool(enabled)
 
 
 class CommHandle:

@@ -8,7 +8,6 @@ were issued; shapes and dtypes must agree.
 
 from . import _checks, _state, _tensor
 from ._checks import group_name, integer, type_name
-from .collectives import _blocking
 from .handle import CommHandle, finish, wait_sync
 from .inplace import _enabled, require_inplace
 
@@ -37,7 +36,7 @@ def _send(fn, tensor, dst, group, tag, async_op):
     peer = _peer(pg, dst, fn, "dst")
     desc, keep = _ref(tensor, fn, "tensor")
     _state.prune()
-    return finish(pg.send(desc, peer, tag, 0, _blocking(async_op)), async_op, keep)
+    return finish(pg.send(desc, peer, tag, 0, not async_op), async_op, keep)
 
 
 def _recv(fn, tensor, src, group, tag, async_op):
@@ -51,7 +50,7 @@ def _recv(fn, tensor, src, group, tag, async_op):
     target = tensor if inplace else _tensor.empty_like(tensor, _tensor.shape_of(tensor))
     desc, keep = _ref(target, fn, "tensor", True)
     _state.prune()
-    work = pg.recv(desc, peer, tag, 0, _blocking(async_op))
+    work = pg.recv(desc, peer, tag, 0, not async_op)
     if async_op:
         h = CommHandle(work, keep)
         return h if inplace else (target, h)

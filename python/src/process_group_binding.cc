@@ -9,7 +9,8 @@
 //
 // Every operation takes `timeout_ms` (0: the group's) and `blocking`, and
 // returns a Work. A blocking submission runs the operation on the calling
-// thread (see runtime/executor.h), so the GIL is released around it; a
+// thread when the group is idle (see runtime/executor.h), so the GIL is
+// released around it and Ctrl-C can interrupt it (see issue()); a
 // non-blocking one only queues, which never waits.
 //
 // Everything that may block without an operation in between (World.init,
@@ -28,6 +29,7 @@
 
 #include "bindings.h"
 #include "meshcomm/error.h"
+#include "meshcomm/interrupt.h"
 #include "meshcomm/process_group.h"
 #include "meshcomm/store.h"
 #include "meshcomm/types.h"
@@ -169,12 +171,30 @@ OpOptions options(int64_t timeoutMs, bool blocking, int op = 0, int root = 0, in
   return o;
 }
 
-// Issues an operation; a blocking one runs here, so without the GIL.
+// The interrupt check of blocking calls: runs Python's signal handlers (on
+// the main thread; elsewhere it finds nothing to do). A handler that raised
+// (KeyboardInterrupt on Ctrl-C) leaves its exception set for issue().
+bool pythonSignalRaised(void*) {
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
+}
+
+// Issues an operation. A blocking one runs here when its group is idle, so
+// without the GIL, and interruptibly: if a signal handler raises meanwhile,
+// the operation is abandoned (its group aborted) and that exception is what
+// Python sees. A blocking call that had to queue returns its pending Work,
+// which meshcomm/handle.py then waits on interruptibly without abandoning it.
 template <typename F>
 WorkPtr issue(bool blocking, F&& call) {
   if (!blocking) return call();
-  py::gil_scoped_release release;
-  return call();
+  WorkPtr work;
+  {
+    ScopedInterruptCheck check(&pythonSignalRaised, nullptr);
+    py::gil_scoped_release release;
+    work = call();
+  }
+  if (PyErr_Occurred()) throw py::error_already_set();
+  return work;
 }
 
 // Owns the World. Dropping it shuts the job down, which may wait (rank 0

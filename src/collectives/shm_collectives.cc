@@ -27,16 +27,6 @@ bool fitsInline(size_t bytes) { return bytes <= ShmDomain::kInlineBytes; }
 // carries the signature check).
 size_t roundsFor(size_t bytes, size_t piece) { return std::max<size_t>(1, ceilDiv(bytes, piece)); }
 
-// The signature check of an operation's first round, for the operations
-// whose first round would otherwise not wait for everyone (rooted ones).
-void waitFirst(ShmOp& op, size_t round, int root) {
-  if (round == 0) {
-    op.waitAll();
-  } else if (op.rank() != root) {
-    op.wait(root);
-  }
-}
-
 // One round of the one-shot all-reduce on `count` elements at `data`.
 void oneShotRound(ShmOp& op, uint8_t* data, size_t count, DType dtype, ReduceOp rop,
                   bool useInline) {
@@ -208,6 +198,10 @@ void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, A
   }
 }
 
+// The root publishes and returns: it waits for nobody, except for a slot
+// to become free again. Every other rank checks the root's signature and
+// history; the root's own check against theirs happens in its next wait on
+// them (see ShmOp).
 void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
   auto* out = static_cast<uint8_t*>(data);
   const bool isRoot = op.rank() == root;
@@ -215,8 +209,9 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
     op.begin();
     if (isRoot) copy(op.inlineData(), out, bytes);
     op.publish();
-    op.waitAll();
-    if (!isRoot) copy(out, op.inlineOf(root), bytes);
+    if (isRoot) return;
+    op.wait(root);
+    copy(out, op.inlineOf(root), bytes);
     return;
   }
   const size_t piece = op.slotBytes();
@@ -227,8 +222,9 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
     uint8_t* mine = op.begin();
     if (isRoot) copy(mine, out + off, n);
     op.publish();
-    waitFirst(op, k, root);
-    if (!isRoot) copy(out + off, op.slot(root), n);
+    if (isRoot) continue;
+    op.wait(root);
+    copy(out + off, op.slot(root), n);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/interrupt.h"
 #include "meshcomm/error.h"
 
 namespace meshcomm {
@@ -79,7 +80,10 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
   queue_.push_back(Task{work, std::move(body)});
   lock.unlock();
   wake();
-  if (blocking) work->wait();
+  // A thread that can be interrupted waits on the Work itself, so that an
+  // interrupt ends its wait without abandoning the operations queued ahead
+  // of this one (meshcomm/interrupt.h).
+  if (blocking && !interruptCheckInstalled()) work->wait();
   return work;
 }
 

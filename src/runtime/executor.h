@@ -44,7 +44,8 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Queues body. With `blocking`, returns only after it completed.
+  // Queues body. With `blocking`, returns only after it completed (unless
+  // the calling thread has an interrupt check and the body had to queue).
   std::shared_ptr<Work> submit(std::string description, Body body, bool blocking);
 
   // The blocking fast path, for callers that need no Work or Body of their

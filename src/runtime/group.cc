@@ -63,7 +63,7 @@ WorkPtr GroupImpl::finishedWork(const char* opName, std::exception_ptr error) co
   return w;
 }
 
-void GroupImpl::failCollective(const std::exception_ptr& error) {
+void GroupImpl::failGroup(const std::exception_ptr& error) {
   // A failed collective leaves its peers mid-operation: tell the ranks of
   // this host through shared memory, the others through the transport (and
   // the store), so every rank fails now.
@@ -83,7 +83,12 @@ WorkPtr GroupImpl::runPointToPoint(
         // A blocking call finishes its transfers here; an asynchronous one
         // leaves them to background progress, under the same deadline.
         if (options.blocking) {
-          transport_->wait(requests, ctx);
+          try {
+            transport_->wait(requests, ctx);
+          } catch (...) {
+            failGroup(std::current_exception());
+            throw;
+          }
           return {};
         }
         // Name the peers, as the blocking path's timeout does.

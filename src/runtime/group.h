@@ -82,20 +82,23 @@ class GroupImpl {
                            const OpOptions& options, std::function<void(Comm&)> body);
   // The Work of an operation that already ended.
   WorkPtr finishedWork(const char* opName, std::exception_ptr error) const;
-  // Tells every member that this rank's collective failed. REQUIRES: on
-  // the executor.
-  void failCollective(const std::exception_ptr& error);
+  // Tells every member that this rank's operation failed half-way, which
+  // breaks the group. REQUIRES: on the executor (or the inline caller).
+  void failGroup(const std::exception_ptr& error);
   // REQUIRES: on the executor.
   template <class Body>
   void runBody(const char* opName, const MessageSignature& sig, const OpOptions& options,
                Body& body) {
+    // A local rank's failure ends the group here at once, even when the
+    // data this call needs happens to be in shared memory already.
+    if (shm_) shm_->throwIfAborted();
     uint64_t seq = collectiveSeq_++;
     Locality locality{&config_.placement, shm_.get(), config_.shmEnabled};
     Comm comm(*transport_, contextFor(opName, seq, options), sig, seq, scratch_, locality);
     try {
       body(comm);
     } catch (...) {
-      failCollective(std::current_exception());
+      failGroup(std::current_exception());
       throw;
     }
   }

@@ -527,13 +527,14 @@ inline void canonicalizeComplexZeros(DType d, void* data, size_t n) {
 
 // Runs f and returns what it threw: 0 nothing, else which error class, with
 // the message in *what.
-enum class Caught { kNone, kTimeout, kPeerLost, kMismatch, kAborted, kInvalidArgument, kOtherError, kOther };
+enum class Caught { kNone, kTimeout, kPeerLost, kMismatch, kInterrupted, kAborted, kInvalidArgument, kOtherError, kOther };
 inline const char* caughtName(Caught c) {
   switch (c) {
     case Caught::kNone: return "no error";
     case Caught::kTimeout: return "Timeout";
     case Caught::kPeerLost: return "PeerLost";
     case Caught::kMismatch: return "Mismatch";
+    case Caught::kInterrupted: return "Interrupted";
     case Caught::kAborted: return "Aborted";
     case Caught::kInvalidArgument: return "InvalidArgument";
     case Caught::kOtherError: return "another meshcomm::Error";
@@ -554,6 +555,9 @@ inline Caught catchError(const std::function<void()>& f, std::string* what = nul
   } catch (const Mismatch& e) {
     if (what) *what = e.what();
     return Caught::kMismatch;
+  } catch (const Interrupted& e) {
+    if (what) *what = e.what();
+    return Caught::kInterrupted;
   } catch (const Aborted& e) {
     if (what) *what = e.what();
     return Caught::kAborted;

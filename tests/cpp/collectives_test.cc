@@ -797,6 +797,13 @@ std::vector<MismatchCase> mismatchCases() {
       {"broadcast count", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          return pg.broadcast(tensor(s, DType::kUInt8, odd ? 10 : 12));
        }, true},
+      {"broadcast root", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         // The odd rank believes it is the root too: both roots finish at
+         // once, and the disagreement shows in the next call.
+         OpOptions o;
+         o.root = odd ? pg.rank() : 0;
+         return pg.broadcast(tensor(s, DType::kUInt8, 16), o);
+       }, true},
       {"allReduce vs allGather", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          if (!odd) return pg.allReduce(tensor(s, DType::kInt64, 8));
          s.assign(8 * 8 * static_cast<size_t>(pg.size()), 0);

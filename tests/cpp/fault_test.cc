@@ -6,6 +6,8 @@
 //     group's deadline;
 //   - a rank that never calls the collective: Timeout on the others,
 //     naming the missing rank;
+//   - a rank whose interrupt check fires mid-call: Interrupted there,
+//     Aborted naming it everywhere else;
 //   - after World destruction (also after a fault) no file descriptor or
 //     thread is left behind, and in-flight work ends with Aborted.
 //
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "meshcomm/interrupt.h"
 
 namespace meshcomm {
 namespace {
@@ -248,6 +251,70 @@ TEST(FaultTimeout, MissingRankIsNamedByEveryone) {
   runMissing(4, 3, true);
   runMissing(5, 0, true);
 }
+
+// An interrupt check that fires once its deadline (a steady_clock time in
+// nanoseconds) has passed.
+bool pastDeadline(void* deadlineNs) {
+  return test::monoNowNs() >= *static_cast<const uint64_t*>(deadlineNs);
+}
+
+// Rank 0 makes a blocking call the others join only much later, with an
+// interrupt check that fires after 300 ms: the call must throw Interrupted
+// soon after, and the others' calls on the group must fail with Aborted
+// naming rank 0, not wait for their deadline.
+void runInterrupt(int p, bool overShm, bool pointToPoint) {
+  SCOPED_TRACE("P=" + std::to_string(p) + (overShm ? " shm" : " tcp") + (pointToPoint ? " recv" : " allReduce"));
+  test::JobOptions o;
+  o.bound = 60s;
+  if (!overShm) o.env.push_back({"MESHCOMM_SHM", "0"});
+  auto statuses = test::runWorld(p, o, [=](RankEnv& e) {
+    auto g = e.world->newGroup(test::ranksUpTo(e.size), "mccl", 20s);
+    std::vector<float> data(1024, 1.0f);
+    TensorRef ref{data.data(), 1024, DType::kFloat32};
+    std::string what;
+    if (e.rank == 0) {
+      OpOptions blocking;
+      blocking.blocking = true;
+      const uint64_t start = test::monoNowNs();
+      uint64_t fireAt = start + 300'000'000ull;
+      test::Caught got;
+      {
+        ScopedInterruptCheck check(&pastDeadline, &fireAt);
+        got = test::catchError(
+            [&] { (pointToPoint ? g->recv(ref, 1, blocking) : g->allReduce(ref, blocking))->wait(); }, &what);
+      }
+      const double ms = test::msBetween(start, test::monoNowNs());
+      CHILD_CHECK(got == test::Caught::kInterrupted, "rank 0 got " << test::caughtName(got) << ": " << what);
+      CHILD_CHECK(ms >= 300 && ms < 1500, "rank 0 was interrupted after " << ms << " ms");
+      got = test::catchError([&] { g->barrier()->wait(); }, &what);
+      CHILD_CHECK(got == test::Caught::kAborted || got == test::Caught::kInterrupted,
+                  "the next call got " << test::caughtName(got) << ": " << what);
+      e.store->set("interrupted", "1");
+      return test::kExitOk;
+    }
+    e.store->wait({"interrupted"}, 20s);
+    if (pointToPoint && e.rank != 1) return test::kExitOk;
+    // A call whose data from rank 0 had already arrived may still succeed;
+    // the next one cannot.
+    const uint64_t start = test::monoNowNs();
+    test::Caught got = test::Caught::kNone;
+    for (int k = 0; k < 3 && got == test::Caught::kNone; ++k) {
+      got = test::catchError([&] { (pointToPoint ? g->send(ref, 0) : g->allReduce(ref))->wait(); }, &what);
+    }
+    const double ms = test::msBetween(start, test::monoNowNs());
+    CHILD_CHECK(got == test::Caught::kAborted, "rank " << e.rank << " got " << test::caughtName(got) << ": " << what);
+    CHILD_CHECK(what.find("interrupted on rank 0") != std::string::npos,
+                "rank " << e.rank << ": the message does not name rank 0: " << what);
+    CHILD_CHECK(ms < kDetectMs, "rank " << e.rank << " failed after " << ms << " ms");
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
+}
+
+TEST(FaultInterrupt, AllReduceOverShm) { runInterrupt(3, true, false); }
+TEST(FaultInterrupt, AllReduceOverTcp) { runInterrupt(3, false, false); }
+TEST(FaultInterrupt, ReceiveOverShmHost) { runInterrupt(2, true, true); }
+TEST(FaultInterrupt, ReceiveOverTcp) { runInterrupt(2, false, true); }
 
 // Resources: the fd and thread counts after destroying the World equal
 // those before World::init, after collectives, a sub-group, point to point

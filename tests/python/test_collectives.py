@@ -268,9 +268,8 @@ def _torch_checks(rank, n):
     return "ran"
 
 
-def _collectives_worker(rank, n, port, inline, with_torch=False):
+def _collectives_worker(rank, n, port, with_torch=False):
     init(rank, n, port)
-    meshcomm.handle._set_sync_inline(inline)
     for section in (_all_reduce, _broadcast_reduce, _gathers, _reduce_scatters, _all_to_alls):
         section(rank, n)
     g = _sub_group(rank, n)
@@ -287,16 +286,15 @@ def _collectives_worker(rank, n, port, inline, with_torch=False):
     return torch_state
 
 
-@pytest.mark.parametrize("nprocs,inline", [(1, False), (2, False), (3, False), (4, False),
-                                           (3, True)])
-def test_collectives(run_workers, free_port, nprocs, inline):
-    states = run_workers(_collectives_worker, nprocs, (free_port, inline), timeout=150)
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_collectives(run_workers, free_port, nprocs):
+    states = run_workers(_collectives_worker, nprocs, (free_port,), timeout=150)
     assert set(states) == {"skipped"}
 
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
 def test_torch_was_exercised(run_workers, free_port):
-    states = run_workers(_collectives_worker, 2, (free_port, False, True), timeout=150)
+    states = run_workers(_collectives_worker, 2, (free_port, True), timeout=150)
     assert states == ["ran"] * 2
 
 
@@ -337,25 +335,74 @@ def test_deadline_raises_timeout(run_workers, free_port):
     assert "all_reduce" in message
 
 
+def _signal_when_ready(ready_path):
+    with open(ready_path, "w"):
+        pass  # tells the parent to send SIGINT now
+
+
+def _abandon_worker(rank, n, port, ready_path, op):
+    init(rank, n, port)
+    if rank == 1:
+        time.sleep(4)  # joins late, after rank 0 was interrupted
+        err = expect(meshcomm.DistError, meshcomm.all_reduce, np.ones(8))
+        return str(err)
+    x = np.ones(8)
+    _signal_when_ready(ready_path)
+    try:
+        if op == "all_reduce":
+            meshcomm.all_reduce(x)  # runs on this thread: the group is idle
+        else:
+            meshcomm.recv(x, src=1)
+    except KeyboardInterrupt:
+        interrupted_at = time.time()
+    else:
+        raise AssertionError(f"{op} was not interrupted")
+    # The operation was abandoned half-way, so the group cannot be used.
+    err = expect(meshcomm.DistError, meshcomm.barrier)
+    return interrupted_at, str(err)
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "recv"])
+def test_ctrl_c_abandons_a_synchronous_call(spawn_workers, free_port, tmp_path, op):
+    ready = tmp_path / "ready"
+    workers = spawn_workers(_abandon_worker, 2, (free_port, str(ready), op), timeout=60)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # let the call start sleeping in the native core
+    sent_at = time.time()
+    os.kill(workers.pids[0], signal.SIGINT)
+    outcomes = workers.join()
+    assert all(o.ok for o in outcomes), [o.describe() for o in outcomes]
+    interrupted_at, after = outcomes[0].result
+    # A few polling intervals, plus scheduling delays on a loaded machine.
+    assert 0 <= interrupted_at - sent_at < 1.0, interrupted_at - sent_at
+    assert "interrupted on rank 0" in after, after
+    # The other rank is told which rank gave up, instead of timing out.
+    assert "interrupted on rank 0" in outcomes[1].result, outcomes[1].result
+
+
 def _interrupt_worker(rank, n, port, ready_path):
     init(rank, n, port)
     if rank == 1:
         time.sleep(4)  # joins late, so rank 0's wait is interrupted first
-        x = np.ones(8)
+        first, x = np.ones(8), np.ones(8)
+        meshcomm.all_reduce(first)
         meshcomm.all_reduce(x)
         meshcomm.barrier()
         meshcomm.destroy_process_group()
         return x.tolist()
-    x = np.ones(8)
+    first, x = np.ones(8), np.ones(8)
+    pending = meshcomm.all_reduce(first, async_op=True)
     try:
-        with open(ready_path, "w"):
-            pass  # tells the parent to send SIGINT now
-        meshcomm.all_reduce(x)
+        _signal_when_ready(ready_path)
+        meshcomm.all_reduce(x)  # queued behind `pending`: waited on in slices
     except KeyboardInterrupt:
         interrupted_at = time.time()
     else:
         raise AssertionError("all_reduce was not interrupted")
-    # The operation carries on with x parked, and completes once rank 1 joins.
+    # Both operations carry on, x parked, and complete once rank 1 joins.
+    assert pending.wait() and first.tolist() == [2.0] * 8
     deadline = time.monotonic() + 30
     while meshcomm._state._parked and time.monotonic() < deadline:
         meshcomm._state.prune()
@@ -366,7 +413,7 @@ def _interrupt_worker(rank, n, port, ready_path):
     return interrupted_at, x.tolist()
 
 
-def test_ctrl_c_interrupts_a_wait(spawn_workers, free_port, tmp_path):
+def test_ctrl_c_interrupts_a_queued_wait(spawn_workers, free_port, tmp_path):
     ready = tmp_path / "ready"
     workers = spawn_workers(_interrupt_worker, 2, (free_port, str(ready)), timeout=60)
     deadline = time.monotonic() + 30

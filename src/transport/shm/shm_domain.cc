@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/check.h"
+#include "common/interrupt.h"
 #include "meshcomm/error.h"
 #include "transport/failure.h"
 
@@ -82,7 +83,8 @@ struct alignas(kLine) FlagLine {
   uint8_t opcode;
   uint8_t dtype;
   uint8_t reduceOp;
-  uint8_t pad[5];
+  uint8_t pad;
+  uint32_t history;
   uint64_t opCount;
   uint64_t detail;
   uint8_t inlineData[ShmDomain::kInlineBytes];
@@ -90,6 +92,23 @@ struct alignas(kLine) FlagLine {
 static_assert(sizeof(FlagLine) == kLine);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// The history digest after an operation with signature `sig` (FNV-1a).
+uint32_t historyAfter(uint32_t history, const MessageSignature& sig) {
+  uint32_t h = history ^ 2166136261u;
+  auto mix = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) {
+      h ^= static_cast<uint8_t>(v >> (8 * i));
+      h *= 16777619u;
+    }
+  };
+  mix(sig.opcode, 1);
+  mix(sig.dtype, 1);
+  mix(sig.reduceOp, 1);
+  mix(sig.opCount, 8);
+  mix(sig.detail, 8);
+  return h;
+}
 
 long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0, 0); }
 
@@ -195,12 +214,14 @@ uint8_t* ShmDomain::inlineData(int local, uint64_t round) const {
   return f.inlineData;
 }
 
-void ShmDomain::publish(uint64_t round, const MessageSignature& sig, const uint8_t* inlineData) {
+void ShmDomain::publish(uint64_t round, const MessageSignature& sig, uint32_t history,
+                        const uint8_t* inlineData) {
   FlagLine& f = Layout::flags(layout_)[2 * options_.localRank + static_cast<int>(round & 1)];
   if (inlineData != nullptr) std::memcpy(f.inlineData, inlineData, kInlineBytes);
   f.opcode = sig.opcode;
   f.dtype = sig.dtype;
   f.reduceOp = sig.reduceOp;
+  f.history = history;
   f.opCount = sig.opCount;
   f.detail = sig.detail;
   f.round.store(round, std::memory_order_release);
@@ -253,7 +274,7 @@ void ShmDomain::failOp(wire::AbortReason reason, const std::string& message,
 }
 
 void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
-                        const OpContext& ctx) {
+                        uint32_t history, const OpContext& ctx) {
   FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
   if (f.round.load(std::memory_order_acquire) < round) {
     // Spin first: on an idle core the peer usually arrives within a few
@@ -272,7 +293,15 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
   }
   if (sig == nullptr) return;
   MessageSignature theirs{f.opcode, f.dtype, f.reduceOp, f.opCount, f.detail};
-  if (theirs == *sig) return;
+  if (theirs == *sig && f.history == history) return;
+  if (theirs == *sig) {
+    std::string message =
+        ctx.describe() + ": " + describeRank(local) +
+        " is not running the same operations: its earlier calls on this group differ from this "
+        "rank's (for example a broadcast called with different roots); every rank of the group "
+        "must make the same collective calls in the same order";
+    failOp(wire::AbortReason::kMismatch, message, std::make_exception_ptr(Mismatch(message)));
+  }
   auto describe = [&](const MessageSignature& s) {
     if (options_.describeSignature) return options_.describeSignature(s, kNoMessageBytes);
     std::ostringstream d;
@@ -291,9 +320,18 @@ void ShmDomain::waitSlow(int local, uint64_t round, const OpContext& ctx) {
   WakeLine& w = layout_->wake;
   const auto yieldUntil = Deadline::Clock::now() + options_.yield;
   auto nextLiveness = Deadline::Clock::now() + kLivenessEvery;
+  bool signalled = false;
   for (;;) {
     if (f.round.load(std::memory_order_acquire) >= round) return;
     throwIfAborted();
+    if (interruptRequested(signalled)) {
+      try {
+        throwInterrupted(ctx.describe(), describeRank(options_.localRank));
+      } catch (const Interrupted& e) {
+        failOp(wire::AbortReason::kAborted, e.what(), std::current_exception());
+      }
+    }
+    signalled = false;
     auto now = Deadline::Clock::now();
     if (now >= nextLiveness || ctx.deadline.expired()) {
       checkLiveness(local, ctx);
@@ -317,7 +355,7 @@ void ShmDomain::waitSlow(int local, uint64_t round, const OpContext& ctx) {
       // Bounded, so liveness and the deadline are still checked while asleep.
       auto left = std::min<std::chrono::milliseconds>(ctx.deadline.remaining(), kLivenessEvery);
       timespec ts{0, static_cast<long>(std::max<int64_t>(left.count(), 1)) * 1000000L};
-      futex(&w.generation, FUTEX_WAIT, generation, &ts);
+      signalled = futex(&w.generation, FUTEX_WAIT, generation, &ts) != 0 && errno == EINTR;
     }
     w.sleepers.fetch_sub(1);
   }
@@ -355,12 +393,17 @@ void ShmDomain::checkLiveness(int awaited, const OpContext& ctx) {
 }
 
 uint8_t* ShmOp::begin() {
+  if (!begun_) {
+    begun_ = true;
+    history_ = d_.history_;
+    d_.history_ = historyAfter(history_, sig_);
+  }
   uint64_t round = ++d_.round_;
   // This round reuses the buffers of round-2, which every rank has finished
   // reading once it has published round-1.
   if (round >= 2 && d_.allReached_ < round - 1) {
     for (int i = 0; i < d_.localSize(); ++i) {
-      if (i != d_.localRank()) d_.waitFor(i, round - 1, nullptr, ctx_);
+      if (i != d_.localRank()) d_.waitFor(i, round - 1, nullptr, 0, ctx_);
     }
     d_.allReached_ = round - 1;
   }
@@ -368,12 +411,12 @@ uint8_t* ShmOp::begin() {
 }
 
 void ShmOp::publish() {
-  d_.publish(d_.round_, sig_, staged_ ? staging_ : nullptr);
+  d_.publish(d_.round_, sig_, history_, staged_ ? staging_ : nullptr);
   staged_ = false;
 }
 
 void ShmOp::wait(int local) {
-  if (local != d_.localRank()) d_.waitFor(local, d_.round_, &sig_, ctx_);
+  if (local != d_.localRank()) d_.waitFor(local, d_.round_, &sig_, history_, ctx_);
 }
 
 void ShmOp::waitAll() {

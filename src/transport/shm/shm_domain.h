@@ -92,6 +92,8 @@ class ShmDomain {
   // Raises the abort line (first caller wins) and wakes every sleeper, so
   // the other local ranks fail with this error too. Never throws.
   void abort(wire::AbortReason reason, const std::string& message) noexcept;
+  // Throws what the abort line says, if it is raised.
+  void throwIfAborted() const;
 
  private:
   friend class ShmOp;
@@ -101,12 +103,14 @@ class ShmDomain {
   uint8_t* slot(int local, uint64_t round) const;
   uint8_t* inlineData(int local, uint64_t round) const;
   // inlineData, if not null, is copied into the flag line first.
-  void publish(uint64_t round, const MessageSignature& sig, const uint8_t* inlineData);
+  // `history`: the digest of the operations this rank ran before the
+  // current one (see ShmOp).
+  void publish(uint64_t round, const MessageSignature& sig, uint32_t history,
+               const uint8_t* inlineData);
   // Waits until local rank `local` has published `round`; with `sig`,
-  // checks that it is running the same operation.
-  void waitFor(int local, uint64_t round, const MessageSignature* sig, const OpContext& ctx);
-  // Throws what the abort line says, if it is raised.
-  void throwIfAborted() const;
+  // checks that it is running the same operation after the same history.
+  void waitFor(int local, uint64_t round, const MessageSignature* sig, uint32_t history,
+               const OpContext& ctx);
   // The slow path of waitFor: yields, sleeps and checks liveness.
   void waitSlow(int local, uint64_t round, const OpContext& ctx);
   void checkLiveness(int awaited, const OpContext& ctx);
@@ -117,12 +121,20 @@ class ShmDomain {
   ShmSegment segment_;
   Layout* layout_;
   uint64_t round_ = 0;        // the last round this rank started
+  uint32_t history_ = 0;      // digest of the signatures of every operation begun
   uint64_t allReached_ = 0;   // every local rank is known to have published this round
   Deadline::Clock::time_point nextStoreCheck_{};
   bool singleCopy_ = false;
 };
 
 // One collective's use of a domain: rounds tagged with its signature.
+//
+// Each round's flag also carries the digest of every operation this rank
+// ran on the domain before this one, and every wait compares both with the
+// waiting rank's own. That lets an operation finish on some ranks without
+// waiting for all of them (a broadcast's root publishes and returns) and
+// still have every disagreement caught: the first later wait between two
+// ranks whose calls differed sees different histories.
 class ShmOp {
  public:
   ShmOp(ShmDomain& domain, const OpContext& context, const MessageSignature& sig)
@@ -166,6 +178,8 @@ class ShmOp {
   ShmDomain& d_;
   const OpContext& ctx_;
   MessageSignature sig_;
+  uint32_t history_ = 0;  // the domain's history before this operation
+  bool begun_ = false;
   alignas(8) uint8_t staging_[ShmDomain::kInlineBytes];
   bool staged_ = false;
 };

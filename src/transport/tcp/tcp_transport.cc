@@ -12,6 +12,7 @@
 
 #include "common/check.h"
 #include "common/crypto.h"
+#include "common/interrupt.h"
 #include "common/logging.h"
 #include "common/socket.h"
 #include "meshcomm/error.h"
@@ -561,8 +562,9 @@ bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& d
   for (auto& a : accepting_) fds.push_back({a.fd.get(), POLLIN, 0});
   if (interruptFd >= 0) fds.push_back({interruptFd, POLLIN, 0});
   int rc = ::poll(fds.data(), fds.size(), timeoutMs);
+  pollSawSignal_ = rc < 0 && errno == EINTR;
   if (rc < 0) {
-    if (errno == EINTR) return true;
+    if (pollSawSignal_) return true;
     throw Error(during + ": poll failed: " + std::strerror(errno));
   }
   if (rc == 0) return true;
@@ -625,6 +627,9 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
       }
       pollOnce(timeoutMs, -1, during);
       if (allDone()) break;
+      if (interruptRequested(pollSawSignal_)) {
+        throwInterrupted(during, describePeer(options_.rank));
+      }
       now = Deadline::Clock::now();
       if (ctx.deadline.expired()) {
         std::set<std::string> waitingOn;

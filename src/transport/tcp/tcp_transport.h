@@ -105,6 +105,8 @@ class TcpTransport final : public Transport {
   size_t unexpectedBytes_ = 0;
   std::vector<struct pollfd> pollFds_;
   std::vector<Pair*> pollOwners_;
+  // The last poll() was cut short by a signal handler.
+  bool pollSawSignal_ = false;
   std::exception_ptr broken_;
 };
 
