@@ -15,9 +15,10 @@ GroupImpl::GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport,
       executor_(std::make_unique<Executor>(config_.name, *transport_)) {}
 
 GroupImpl::~GroupImpl() {
+  // The transport's shared-memory side uses the domain.
   executor_.reset();
-  shm_.reset();
   transport_.reset();
+  shm_.reset();
 }
 
 Route GroupImpl::route() const {

@@ -32,6 +32,24 @@ size_t slotBytesFromEnv() {
   return static_cast<size_t>(v);
 }
 
+// Each ordered pair of local ranks gets a ring of this size for
+// point-to-point messages. Only the rings of pairs that talk are ever
+// touched, so the reservation grows as localSize^2 only in address space;
+// it is still capped so that a host with many ranks does not ask for more
+// /dev/shm than any machine has.
+size_t ringBytesFromEnv(int localSize) {
+  constexpr int64_t kDefault = 512 * 1024;
+  constexpr size_t kAllRings = size_t{1} << 30;
+  int64_t v = envIntOr("MESHCOMM_SHM_P2P_BYTES", kDefault);
+  if (v < 4096 || v > (int64_t{1} << 30)) {
+    throw InvalidArgument("MESHCOMM_SHM_P2P_BYTES=" + std::to_string(v) +
+                          " is outside [4096, 1 GiB]");
+  }
+  const auto pairs = static_cast<size_t>(localSize) * static_cast<size_t>(localSize);
+  size_t bytes = std::min(static_cast<size_t>(v), std::max<size_t>(4096, kAllRings / pairs));
+  return bytes / 4096 * 4096;
+}
+
 // Job-unique, readable, and found by meshrun's clean-up (which removes
 // /dev/shm/meshcomm-*<job id>* when a job ends).
 std::string segmentName(const std::string& groupName) {
@@ -107,7 +125,8 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
   const std::vector<int>& locals = pl.hosts[static_cast<size_t>(myHost)];
   const int localSize = static_cast<int>(locals.size());
   const size_t slotBytes = slotBytesFromEnv();
-  const size_t bytes = ShmDomain::segmentBytes(localSize, slotBytes);
+  const size_t ringBytes = ringBytesFromEnv(localSize);
+  const size_t bytes = ShmDomain::segmentBytes(localSize, slotBytes, ringBytes);
   const std::string myKey = "shm/" + std::to_string(myHost);
 
   std::optional<ShmSegment> created;
@@ -117,7 +136,7 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
       std::string name = segmentName(o.groupName);
       try {
         created.emplace(ShmSegment::create(name, bytes));
-        ShmDomain::format(created->data(), localSize, slotBytes);
+        ShmDomain::format(created->data(), localSize, slotBytes, ringBytes);
         published = name;
       } catch (const Error& e) {
         MESHCOMM_LOG(kWarn, "group " << o.groupName << ": shared memory unavailable, using "
@@ -150,6 +169,7 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
     d.worldRanks.push_back(o.worldRanks[static_cast<size_t>(locals[static_cast<size_t>(i)])]);
   }
   d.slotBytes = slotBytes;
+  d.ringBytes = ringBytes;
   // An idle core per rank: spin, since the peer is probably running. More
   // ranks than cores: the peer we wait for may need our core, so yield at
   // once and sleep soon.

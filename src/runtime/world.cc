@@ -24,6 +24,8 @@
 #include "runtime/launch_env.h"
 #include "runtime/shm_setup.h"
 #include "transport/peer_monitor.h"
+#include "transport/routed_transport.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace meshcomm {
@@ -186,8 +188,9 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   t.monitor = monitor;
   t.authToken = authToken;
   t.spin = spin;
-  t.maxUnexpectedBytes =
+  const auto maxUnexpectedBytes =
       static_cast<size_t>(envIntOr("MESHCOMM_MAX_UNEXPECTED_BYTES", int64_t{1} << 30));
+  t.maxUnexpectedBytes = maxUnexpectedBytes;
   t.describeSignature = describeSignature;
   auto transport = std::make_unique<TcpTransport>(std::move(t));
 
@@ -237,7 +240,17 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
                                               : std::string()));
 
   GroupConfig config{name, groupRank, members, groupTimeout, so.placement, shm.enabled};
-  auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(transport),
+  std::unique_ptr<Transport> routed = std::move(transport);
+  if (shm.domain) {
+    // Point-to-point messages to the ranks of this host go through shared
+    // memory too.
+    std::vector<int> localOf(members.size(), -1);
+    for (int i = 0; i < shm.domain->localSize(); ++i) localOf[static_cast<size_t>(shm.domain->groupRank(i))] = i;
+    auto local = std::make_unique<ShmTransport>(*shm.domain, groupRank, std::move(localOf),
+                                                maxUnexpectedBytes, describeSignature);
+    routed = std::make_unique<RoutedTransport>(std::move(routed), std::move(local));
+  }
+  auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(routed),
                                           std::move(shm.domain));
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
   std::lock_guard<std::mutex> lock(mu);

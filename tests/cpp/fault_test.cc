@@ -67,7 +67,19 @@ struct KillPlan {
   bool warmUp;        // run collectives before the kill (connections exist)
   bool duringSeries;  // kill while the ranks loop over allReduces
   bool tcp = false;   // shared memory off: the ranks of this host use TCP
+  bool pointToPoint = false;  // the series is ring exchanges (send/recv), not allReduces
 };
+
+// One step of the point-to-point series: send to the right, receive from
+// the left, 1 MiB each (more than fits in flight, so the transfer spans
+// many waits).
+void ringExchange(ProcessGroup& pg, int rank, int size, std::vector<float>& out, std::vector<float>& in) {
+  TensorRef send{out.data(), static_cast<int64_t>(out.size()), DType::kFloat32};
+  TensorRef recv{in.data(), static_cast<int64_t>(in.size()), DType::kFloat32};
+  std::vector<P2POp> ops = {{P2POp::Kind::kSend, send, (rank + 1) % size, 0},
+                            {P2POp::Kind::kRecv, recv, (rank + size - 1) % size, 0}};
+  pg.batchSendRecv(ops)->wait();
+}
 
 // The body every rank runs; the parent kills `victim` once every rank has
 // reported ready and posts the kill time.
@@ -75,6 +87,7 @@ int killBody(RankEnv& e, const KillPlan& plan) {
   ProcessGroup& pg = e.pg();
   std::vector<float> data(plan.duringSeries ? (1 << 18) : 1000, 1.0f);
   TensorRef t{data.data(), static_cast<int64_t>(data.size()), DType::kFloat32};
+  std::vector<float> received(data.size());
   if (plan.warmUp) {
     pg.allReduce(t)->wait();
     CHILD_CHECK(data[0] == static_cast<float>(plan.p));
@@ -88,6 +101,10 @@ int killBody(RankEnv& e, const KillPlan& plan) {
     for (int k = 0; got == test::Caught::kNone && test::monoNowNs() < until; ++k) {
       if (k == 3) CHILD_CHECK(e.fromChildren->post(1, 1));
       std::fill(data.begin(), data.end(), 1.0f);
+      if (plan.pointToPoint) {
+        got = test::catchError([&] { ringExchange(pg, e.rank, plan.p, data, received); }, &what);
+        continue;
+      }
       got = test::catchError([&] { pg.allReduce(t)->wait(); }, &what);
       if (got == test::Caught::kNone) CHILD_CHECK(data[12345] == static_cast<float>(plan.p));
     }
@@ -131,7 +148,7 @@ int killBody(RankEnv& e, const KillPlan& plan) {
 void runKill(const KillPlan& plan) {
   SCOPED_TRACE("P=" + std::to_string(plan.p) + " victim=" + std::to_string(plan.victim) +
                (plan.duringSeries ? " during" : " before") + (plan.warmUp ? " warm" : " cold") +
-               (plan.tcp ? " tcp" : " shm"));
+               (plan.tcp ? " tcp" : " shm") + (plan.pointToPoint ? " send/recv" : ""));
   test::JobOptions o;
   if (plan.tcp) o.env = {{"MESHCOMM_SHM", "0"}};
   o.bound = 60s;
@@ -161,6 +178,8 @@ TEST(FaultKill, DuringSeriesOnEightRanks) { runKill({8, 5, true, true}); }
 TEST(FaultKill, StoreHostDuringSeries) { runKill({4, 0, true, true}); }
 TEST(FaultKill, BeforeCollectiveOverTcp) { runKill({4, 2, false, false, true}); }
 TEST(FaultKill, DuringSeriesOverTcp) { runKill({5, 3, true, true, true}); }
+TEST(FaultKill, DuringSendRecvSeries) { runKill({4, 2, true, true, false, true}); }
+TEST(FaultKill, DuringSendRecvSeriesOverTcp) { runKill({3, 1, true, true, true, true}); }
 
 // A SIGSTOPped rank is alive but silent: the others must give up at the
 // group's deadline with Timeout, not hang and not claim it died.

@@ -3,7 +3,9 @@
 // directions at once, batches listed in opposite orders on the two sides,
 // a ring exchange through batches, and the errors (size mismatch, a
 // receive nobody sends to, bad arguments). Every payload is checked
-// bitwise against collective_harness.h's generators.
+// bitwise against collective_harness.h's generators. Each test runs twice:
+// through shared memory (all ranks share this host) and, with
+// MESHCOMM_SHM=0, over TCP.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "scoped_env.h"
 
 namespace meshcomm {
 namespace {
@@ -40,6 +43,16 @@ OpOptions tagged(int tag, bool blocking = false) {
   return o;
 }
 
+class P2P : public ::testing::TestWithParam<bool> {
+ private:
+  ScopedEnv shm_{"MESHCOMM_SHM", GetParam() ? "1" : "0"};
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "Shm" : "Tcp");
+                         });
+
 test::JobOptions quick() {
   test::JobOptions o;
   o.bound = 60s;
@@ -50,7 +63,7 @@ test::JobOptions quick() {
 // Rank 0 sends A (tag 1) then B (tag 2); rank 1 receives B first, then A.
 // A arrives first and must wait, buffered, for its receive. Both small and
 // multi-megabyte payloads, and synchronous as well as asynchronous calls.
-TEST(P2PTags, ReceiveOrderFollowsTagsNotArrival) {
+TEST_P(P2P, ReceiveOrderFollowsTagsNotArrival) {
   auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     int round = 0;
@@ -100,7 +113,7 @@ TEST(P2PTags, ReceiveOrderFollowsTagsNotArrival) {
 
 // 1000 messages 0 -> 1 on one tag and 500 messages 1 -> 0 on another, all
 // issued before any is waited for; they must match in issue order.
-TEST(P2PMany, ThousandsOfMessagesBetweenOnePairStayInOrder) {
+TEST_P(P2P, ThousandsOfMessagesBetweenOnePairStayInOrder) {
   auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int peer = 1 - e.rank;
@@ -128,7 +141,7 @@ TEST(P2PMany, ThousandsOfMessagesBetweenOnePairStayInOrder) {
 // Both ranks send 8 MiB to each other and only then receive; with
 // asynchronous calls nothing may deadlock (both directions progress at
 // once). Also with the receive posted first on one side only.
-TEST(P2PLarge, EightMiBBothDirectionsAtOnce) {
+TEST_P(P2P, EightMiBBothDirectionsAtOnce) {
   auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int peer = 1 - e.rank;
@@ -155,7 +168,7 @@ TEST(P2PLarge, EightMiBBothDirectionsAtOnce) {
 
 // One side lists [send, recv], the other [recv, send], with 8 MiB each
 // way; then four operations on two tags, listed in opposite orders.
-TEST(P2PBatch, OppositeListingOrdersDoNotDeadlock) {
+TEST_P(P2P, OppositeListingOrdersDoNotDeadlock) {
   auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int peer = 1 - e.rank;
@@ -187,7 +200,7 @@ TEST(P2PBatch, OppositeListingOrdersDoNotDeadlock) {
 
 // Every rank sends to both neighbours and receives from both in one batch
 // (sizes differ per sender), a few rounds, on 5 and 8 ranks.
-TEST(P2PBatch, RingExchangeBothDirections) {
+TEST_P(P2P, RingExchangeBothDirections) {
   for (int p : {5, 8}) {
     auto statuses = test::runWorld(p, quick(), [](RankEnv& e) {
       ProcessGroup& pg = e.pg();
@@ -216,7 +229,7 @@ TEST(P2PBatch, RingExchangeBothDirections) {
 
 // A receive expecting a different size than was sent fails with Mismatch
 // naming both sides; the sender learns on its next call.
-TEST(P2PErrors, SizeMismatchFailsBothSides) {
+TEST_P(P2P, SizeMismatchFailsBothSides) {
   auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     std::vector<float> buf(12, 1.0f);
@@ -240,7 +253,7 @@ TEST(P2PErrors, SizeMismatchFailsBothSides) {
 
 // A receive nobody sends to ends with Timeout at its own deadline, naming
 // the peer; bad arguments are refused before anything is queued.
-TEST(P2PErrors, UnansweredReceiveTimesOutAndBadArgumentsAreRefused) {
+TEST_P(P2P, UnansweredReceiveTimesOutAndBadArgumentsAreRefused) {
   auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     std::vector<int32_t> buf(4, 0);

@@ -31,7 +31,7 @@ namespace meshcomm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6873'6d6d'6f63'686dULL;  // "mhcommsh"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 // How often a waiting rank looks beyond its own flags (pids, store).
@@ -45,6 +45,7 @@ struct alignas(kLine) Header {
   uint32_t version;
   uint32_t localSize;
   uint64_t slotBytes;
+  uint64_t ringBytes;
   std::atomic<uint32_t> mapped;  // local ranks attached so far
 };
 
@@ -69,12 +70,19 @@ struct alignas(kLine) AbortLine {
   std::atomic<uint32_t> claimed;  // 0 -> 1 by the first aborting rank
   std::atomic<uint32_t> raised;   // 1 once reason and message are written
   uint8_t reason;
-  char message[kLine * 4 - 12];
+  char message[kLine * 16 - 12];  // room for a Mismatch naming both signatures
 };
 
 struct alignas(kLine) MemberLine {
   std::atomic<int32_t> pid;
 };
+
+// A ring's two counters, each written by one side only.
+struct RingLines {
+  alignas(kLine) std::atomic<uint64_t> written;
+  alignas(kLine) std::atomic<uint64_t> consumed;
+};
+static_assert(sizeof(RingLines) == 2 * kLine);
 
 // One per rank and buffer parity. The round is written last (release) and
 // read first (acquire); everything else is plain data it publishes.
@@ -144,7 +152,9 @@ struct ShmDomain::Layout {
   WakeLine wake;
   AbortLine abort;
   // Followed by: MemberLine[localSize], FlagLine[2 * localSize], page
-  // padding, then each rank's two slots.
+  // padding, each rank's two slots, RingLines[localSize^2] (page-padded),
+  // then the rings' data, localSize^2 rings (from * localSize + to; the
+  // rings of a rank to itself are never touched, so they cost no memory).
   static MemberLine* members(Layout* l) {
     return reinterpret_cast<MemberLine*>(reinterpret_cast<uint8_t*>(l) + sizeof(Layout));
   }
@@ -156,22 +166,32 @@ struct ShmDomain::Layout {
                        sizeof(FlagLine) * 2 * static_cast<size_t>(localSize),
                    kPage);
   }
+  static size_t ringLinesOffset(int localSize, size_t slotBytes) {
+    return slotsOffset(localSize) + 2 * roundUp(slotBytes, kPage) * static_cast<size_t>(localSize);
+  }
+  static size_t ringDataOffset(int localSize, size_t slotBytes) {
+    const auto pairs = static_cast<size_t>(localSize) * static_cast<size_t>(localSize);
+    return ringLinesOffset(localSize, slotBytes) + roundUp(sizeof(RingLines) * pairs, kPage);
+  }
 };
 
-size_t ShmDomain::segmentBytes(int localSize, size_t slotBytes) {
-  return Layout::slotsOffset(localSize) +
-         2 * roundUp(slotBytes, kPage) * static_cast<size_t>(localSize);
+size_t ShmDomain::segmentBytes(int localSize, size_t slotBytes, size_t ringBytes) {
+  const auto pairs = static_cast<size_t>(localSize) * static_cast<size_t>(localSize);
+  return Layout::ringDataOffset(localSize, slotBytes) + roundUp(ringBytes * pairs, kPage);
 }
 
-void ShmDomain::format(uint8_t* base, int localSize, size_t slotBytes) {
+void ShmDomain::format(uint8_t* base, int localSize, size_t slotBytes, size_t ringBytes) {
   auto* l = new (base) Layout{};
   for (int i = 0; i < localSize; ++i) new (Layout::members(l) + i) MemberLine{};
   l->header.magic = kMagic;
   l->header.version = kVersion;
   l->header.localSize = static_cast<uint32_t>(localSize);
   l->header.slotBytes = slotBytes;
+  l->header.ringBytes = ringBytes;
   auto* flags = reinterpret_cast<FlagLine*>(Layout::members(l) + localSize);
   for (int i = 0; i < 2 * localSize; ++i) new (flags + i) FlagLine{};
+  auto* rings = reinterpret_cast<RingLines*>(base + Layout::ringLinesOffset(localSize, slotBytes));
+  for (int i = 0; i < localSize * localSize; ++i) new (rings + i) RingLines{};
 }
 
 ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
@@ -180,10 +200,11 @@ ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
       layout_(reinterpret_cast<Layout*>(segment_.data())) {
   const Header& h = layout_->header;
   if (h.magic != kMagic || h.version != kVersion ||
-      h.localSize != static_cast<uint32_t>(localSize()) || h.slotBytes != options_.slotBytes) {
+      h.localSize != static_cast<uint32_t>(localSize()) || h.slotBytes != options_.slotBytes ||
+      h.ringBytes != options_.ringBytes) {
     throw Error("shared-memory segment " + segment_.name() + " of group " + options_.groupName +
                 " does not have the expected layout (another meshcomm version, or ranks that "
-                "disagree about MESHCOMM_SHM_SLOT_BYTES)");
+                "disagree about MESHCOMM_SHM_SLOT_BYTES or MESHCOMM_SHM_P2P_BYTES)");
   }
   // Before this rank can publish or sleep, so no publisher skips a fence
   // that a sleeper relies on.
@@ -209,6 +230,17 @@ uint8_t* ShmDomain::slot(int local, uint64_t round) const {
          perRank * static_cast<size_t>(local) + (round & 1) * roundUp(options_.slotBytes, kPage);
 }
 
+ShmDomain::Ring ShmDomain::ring(int fromLocal, int toLocal) const {
+  const auto index = static_cast<size_t>(fromLocal) * static_cast<size_t>(localSize()) +
+                     static_cast<size_t>(toLocal);
+  uint8_t* base = segment_.data();
+  auto* lines =
+      reinterpret_cast<RingLines*>(base + Layout::ringLinesOffset(localSize(), options_.slotBytes));
+  uint8_t* data = base + Layout::ringDataOffset(localSize(), options_.slotBytes) +
+                  index * options_.ringBytes;
+  return Ring{&lines[index].written, &lines[index].consumed, data, options_.ringBytes};
+}
+
 uint8_t* ShmDomain::inlineData(int local, uint64_t round) const {
   FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
   return f.inlineData;
@@ -225,8 +257,12 @@ void ShmDomain::publish(uint64_t round, const MessageSignature& sig, uint32_t hi
   f.opCount = sig.opCount;
   f.detail = sig.detail;
   f.round.store(round, std::memory_order_release);
+  notify();
+}
+
+void ShmDomain::notify() {
   // Pairs with the barrier in waitSlow (WakeLine): either the sleeper sees
-  // the new round, or this rank sees the sleeper and wakes it.
+  // the new state, or this rank sees the sleeper and wakes it.
   if (layout_->wake.publisherFences.load(std::memory_order_relaxed) != 0) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   } else {
@@ -236,6 +272,20 @@ void ShmDomain::publish(uint64_t round, const MessageSignature& sig, uint32_t hi
     layout_->wake.generation.fetch_add(1);
     futex(&layout_->wake.generation, FUTEX_WAKE, INT_MAX, nullptr);
   }
+}
+
+std::exception_ptr ShmDomain::abortError() const {
+  if (layout_->abort.raised.load(std::memory_order_acquire) == 0) return nullptr;
+  try {
+    throwIfAborted();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+void ShmDomain::fail(std::exception_ptr error) {
+  failOp(abortReasonOf(error), errorMessageOf(error), error);
 }
 
 void ShmDomain::throwIfAborted() const {
@@ -286,7 +336,11 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
       if ((++n & 255) != 0) continue;
       throwIfAborted();
       if (Deadline::Clock::now() >= spinUntil) {
-        waitSlow(local, round, ctx);
+        waitSlow([&] { return f.round.load(std::memory_order_acquire) >= round; }, ctx,
+                 [&] {
+                   return describeRank(local) +
+                          " on this host (shared memory); it has not reached this operation";
+                 });
         break;
       }
     }
@@ -315,14 +369,28 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
   failOp(wire::AbortReason::kMismatch, message, std::make_exception_ptr(Mismatch(message)));
 }
 
-void ShmDomain::waitSlow(int local, uint64_t round, const OpContext& ctx) {
-  FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
+void ShmDomain::waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
+                          const std::function<std::string()>& awaited) {
+  if (ready()) return;
+  auto spinUntil = Deadline::Clock::now() + options_.spin;
+  for (int n = 1;; ++n) {
+    MESHCOMM_CPU_RELAX();
+    if (ready()) return;
+    if ((n & 63) != 0) continue;
+    throwIfAborted();
+    if (Deadline::Clock::now() >= spinUntil) break;
+  }
+  waitSlow(ready, ctx, awaited);
+}
+
+void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
+                         const std::function<std::string()>& awaited) {
   WakeLine& w = layout_->wake;
   const auto yieldUntil = Deadline::Clock::now() + options_.yield;
   auto nextLiveness = Deadline::Clock::now() + kLivenessEvery;
   bool signalled = false;
   for (;;) {
-    if (f.round.load(std::memory_order_acquire) >= round) return;
+    if (ready()) return;
     throwIfAborted();
     if (interruptRequested(signalled)) {
       try {
@@ -334,7 +402,7 @@ void ShmDomain::waitSlow(int local, uint64_t round, const OpContext& ctx) {
     signalled = false;
     auto now = Deadline::Clock::now();
     if (now >= nextLiveness || ctx.deadline.expired()) {
-      checkLiveness(local, ctx);
+      checkLiveness(ctx, awaited);
       nextLiveness = now + kLivenessEvery;
     }
     if (now < yieldUntil) {
@@ -350,8 +418,7 @@ void ShmDomain::waitSlow(int local, uint64_t round, const OpContext& ctx) {
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
     uint32_t generation = w.generation.load();
-    if (f.round.load(std::memory_order_acquire) < round &&
-        layout_->abort.raised.load(std::memory_order_acquire) == 0) {
+    if (!ready() && layout_->abort.raised.load(std::memory_order_acquire) == 0) {
       // Bounded, so liveness and the deadline are still checked while asleep.
       auto left = std::min<std::chrono::milliseconds>(ctx.deadline.remaining(), kLivenessEvery);
       timespec ts{0, static_cast<long>(std::max<int64_t>(left.count(), 1)) * 1000000L};
@@ -366,28 +433,31 @@ std::string ShmDomain::describeRank(int local) const {
          std::to_string(options_.worldRanks[static_cast<size_t>(local)]) + ")";
 }
 
-void ShmDomain::checkLiveness(int awaited, const OpContext& ctx) {
-  auto describeLocal = [&](int local) { return describeRank(local); };
+void ShmDomain::checkPeers(const std::string& during) {
   MemberLine* members = Layout::members(layout_);
   for (int i = 0; i < localSize(); ++i) {
     int32_t pid = members[i].pid.load(std::memory_order_acquire);
     if (i == options_.localRank || processAlive(pid)) continue;
-    std::string message = ctx.describe() + ": " + describeLocal(i) + ", process " +
-                          std::to_string(pid) + " on this host, exited or was killed";
+    std::string message = during + ": " + describeRank(i) + ", process " + std::to_string(pid) +
+                          " on this host, exited or was killed";
     failOp(wire::AbortReason::kPeerLost, message, std::make_exception_ptr(PeerLost(message)));
   }
   auto now = Deadline::Clock::now();
   if (options_.monitor && now >= nextStoreCheck_) {
     nextStoreCheck_ = now + kStoreEvery;
     try {
-      options_.monitor->check(ctx.describe());
+      options_.monitor->check(during);
     } catch (const Error& e) {
       failOp(abortReasonOf(std::current_exception()), e.what(), std::current_exception());
     }
   }
+}
+
+void ShmDomain::checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited) {
+  const std::string during = ctx.describe();
+  checkPeers(during);
   if (ctx.deadline.expired()) {
-    std::string message = ctx.describe() + " timed out waiting for " + describeLocal(awaited) +
-                          " on this host (shared memory); it has not reached this operation";
+    std::string message = during + " timed out waiting for " + awaited();
     failOp(wire::AbortReason::kTimeout, message, std::make_exception_ptr(Timeout(message)));
   }
 }

@@ -23,6 +23,10 @@
 // failure raises the abort line, so every local rank fails within
 // microseconds instead of at its own deadline.
 //
+// The segment also holds one byte ring per ordered pair of local ranks,
+// for point-to-point messages (shm_transport.h); they share the abort
+// line, the wake-up futex and the liveness checks with the rounds.
+//
 // Thread-safety: one operation at a time (the group's executor).
 #pragma once
 
@@ -50,6 +54,7 @@ struct ShmDomainOptions {
   std::vector<int> groupRanks;  // group rank of each local rank
   std::vector<int> worldRanks;  // world rank of each local rank
   size_t slotBytes = 0;         // per rank and round buffer
+  size_t ringBytes = 0;         // per ordered pair of ranks (point-to-point)
   // Spin (pause) this long before yielding; yield this long before sleeping.
   std::chrono::microseconds spin{50};
   std::chrono::microseconds yield{1000};
@@ -61,11 +66,41 @@ class ShmDomain {
  public:
   static constexpr size_t kInlineBytes = 32;
 
-  // Bytes of the segment for `localSize` ranks with `slotBytes` slots.
-  static size_t segmentBytes(int localSize, size_t slotBytes);
+  // Bytes of the segment for `localSize` ranks with `slotBytes` slots and
+  // `ringBytes` rings (a multiple of 64).
+  static size_t segmentBytes(int localSize, size_t slotBytes, size_t ringBytes);
   // Lays out a fresh (zero-filled) segment; the creator calls this before
   // telling anyone its name.
-  static void format(uint8_t* base, int localSize, size_t slotBytes);
+  static void format(uint8_t* base, int localSize, size_t slotBytes, size_t ringBytes);
+
+  // A single-writer, single-reader byte ring from one local rank to
+  // another. `written` and `consumed` count bytes since the group began;
+  // the writer owns the first, the reader the second, each on its own
+  // cache line.
+  struct Ring {
+    std::atomic<uint64_t>* written;
+    std::atomic<uint64_t>* consumed;
+    uint8_t* data;
+    size_t bytes;
+  };
+  Ring ring(int fromLocal, int toLocal) const;
+  // Wakes the local ranks sleeping in a wait: call after changing shared
+  // state one of them may be waiting for (a ring's counters).
+  void notify();
+  // Waits until ready() returns true, as the rounds wait for a flag:
+  // spin, yield, sleep, and fail (raising the abort line) on an abort, an
+  // interrupt, a dead local rank, a lost rank or the deadline. `awaited`
+  // names what the rank was waiting for, for the timeout message.
+  void waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
+                 const std::function<std::string()>& awaited);
+  // Fails (raising the abort line) if a local rank's process is gone or
+  // the store reports a lost rank; `during` opens the message.
+  void checkPeers(const std::string& during);
+  // The error of the raised abort line, or null.
+  std::exception_ptr abortError() const;
+  // This rank failed mid-operation: raises the abort line with `error`'s
+  // reason and message, so every local rank fails too, and rethrows it.
+  [[noreturn]] void fail(std::exception_ptr error);
 
   // Attaches to a formatted segment: checks its header, records this
   // process's pid and unlinks the name once every local rank has mapped it.
@@ -111,9 +146,10 @@ class ShmDomain {
   // checks that it is running the same operation after the same history.
   void waitFor(int local, uint64_t round, const MessageSignature* sig, uint32_t history,
                const OpContext& ctx);
-  // The slow path of waitFor: yields, sleeps and checks liveness.
-  void waitSlow(int local, uint64_t round, const OpContext& ctx);
-  void checkLiveness(int awaited, const OpContext& ctx);
+  // The slow path of the waits: yields, sleeps and checks liveness.
+  void waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
+                const std::function<std::string()>& awaited);
+  void checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited);
   [[noreturn]] void failOp(wire::AbortReason reason, const std::string& message,
                            std::exception_ptr error);
 

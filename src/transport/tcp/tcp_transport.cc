@@ -17,6 +17,7 @@
 #include "common/socket.h"
 #include "meshcomm/error.h"
 #include "transport/failure.h"
+#include "transport/inbox.h"
 
 namespace meshcomm {
 namespace {
@@ -29,11 +30,6 @@ bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
 // Whether two tags belong to the same collective call (collectives/comm.h:
 // top bit set, then the call's sequence number above a 24-bit step).
-bool sameCollectiveCall(uint64_t a, uint64_t b) {
-  constexpr uint64_t kCollectiveBit = uint64_t{1} << 63;
-  return (a & kCollectiveBit) != 0 && (b & kCollectiveBit) != 0 && (a >> 24) == (b >> 24);
-}
-
 [[noreturn]] void throwReason(wire::AbortReason reason, const std::string& text) {
   switch (reason) {
     case wire::AbortReason::kPeerLost: throw PeerLost(text);

@@ -1,0 +1,122 @@
+#include "transport/inbox.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "common/check.h"
+#include "meshcomm/error.h"
+
+namespace meshcomm {
+
+bool sameCollectiveCall(uint64_t a, uint64_t b) {
+  constexpr uint64_t kCollectiveBit = uint64_t{1} << 63;
+  return (a & kCollectiveBit) != 0 && (b & kCollectiveBit) != 0 && (a >> 24) == (b >> 24);
+}
+
+void Inbox::checkMatch(const Request& r, const Envelope& e, const std::string& during) const {
+  if (e.signature == r.signature && e.bytes == r.bytes) return;
+  auto describe = [&](const MessageSignature& sig, uint64_t bytes) {
+    if (describe_) return describe_(sig, bytes);
+    std::ostringstream d;
+    d << "opcode " << int(sig.opcode) << ", dtype " << int(sig.dtype) << ", op "
+      << int(sig.reduceOp) << ", " << sig.opCount << " elements, detail " << sig.detail << ", "
+      << bytes << " bytes";
+    return d.str();
+  };
+  std::ostringstream os;
+  os << during << ": " << peerName_ << " is not running the same operation as this rank: it sent ["
+     << describe(e.signature, e.bytes) << "] where this rank expects ["
+     << describe(r.signature, r.bytes)
+     << "]. Every rank must issue the same collectives in the same order, with matching sizes, "
+        "dtypes, ops and roots.";
+  throw Mismatch(os.str());
+}
+
+void Inbox::post(const RequestPtr& r, const std::string& during) {
+  for (auto it = buffered_.begin(); it != buffered_.end(); ++it) {
+    Buffered& b = **it;
+    if (b.envelope.tag != r->tag) continue;
+    checkMatch(*r, b.envelope, during);
+    if (b.fill > 0) std::memcpy(r->data, b.data.data(), b.fill);
+    r->transferred = b.fill;
+    budget_.used -= b.data.size();
+    if (*it == spill_) {
+      // Still arriving: the rest goes straight into the receive's buffer.
+      spill_.reset();
+      target_ = r;
+    } else {
+      r->state = Request::State::kDone;
+    }
+    buffered_.erase(it);
+    return;
+  }
+  // Every message of one collective call carries the call's signature, so
+  // a buffered message of the same call that disagrees means the peer runs
+  // another operation, even when no tag of the two schedules would match.
+  for (const auto& b : buffered_) {
+    if (sameCollectiveCall(b->envelope.tag, r->tag) && !(b->envelope.signature == r->signature)) {
+      checkMatch(*r, b->envelope, during);
+    }
+  }
+  posted_.push_back(r);
+}
+
+void Inbox::arrive(const Envelope& e, const std::string& during) {
+  MESHCOMM_CHECK(!arriving_, "a message arrived inside another");
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if ((*it)->tag != e.tag) continue;
+    checkMatch(**it, e, during);
+    target_ = *it;
+    posted_.erase(it);
+    arriving_ = true;
+    return;
+  }
+  for (const auto& r : posted_) {
+    if (sameCollectiveCall(r->tag, e.tag) && !(e.signature == r->signature)) {
+      checkMatch(*r, e, during);
+    }
+  }
+  if (budget_.used + e.bytes > budget_.limit) {
+    throw Error(during + ": " + peerName_ + " sent " + std::to_string(e.bytes) +
+                " bytes nobody is receiving yet, beyond the buffering limit of " +
+                std::to_string(budget_.limit) +
+                " bytes (MESHCOMM_MAX_UNEXPECTED_BYTES); post matching receives");
+  }
+  auto b = std::make_shared<Buffered>();
+  b->envelope = e;
+  b->data.resize(e.bytes);
+  budget_.used += e.bytes;
+  buffered_.push_back(b);
+  spill_ = std::move(b);
+  arriving_ = true;
+}
+
+std::span<uint8_t> Inbox::space() {
+  if (target_) return {target_->data + target_->transferred, target_->bytes - target_->transferred};
+  if (spill_) return {spill_->data.data() + spill_->fill, spill_->data.size() - spill_->fill};
+  return {};
+}
+
+void Inbox::arrived(size_t n) {
+  if (target_) {
+    target_->transferred += n;
+  } else if (spill_) {
+    spill_->fill += n;
+  }
+}
+
+void Inbox::finish() {
+  if (target_) target_->state = Request::State::kDone;
+  target_.reset();
+  spill_.reset();
+  arriving_ = false;
+}
+
+void Inbox::failAll() {
+  for (const auto& r : posted_) r->state = Request::State::kFailed;
+  posted_.clear();
+  if (target_) target_->state = Request::State::kFailed;
+  target_.reset();
+}
+
+}  // namespace meshcomm

@@ -1,0 +1,93 @@
+// Inbox: the messages arriving from one peer, matched with the receives
+// posted for them (the matching rules of transport.h).
+//
+// A transport feeds it one message at a time, in the order the peer sent
+// them: arrive() with the message's envelope, then the payload, in pieces,
+// into space(), then finish(). The payload goes straight into the matched
+// receive's buffer, or, when no receive is posted yet, into a buffer of
+// its own that a later post() takes (and that post() steers the rest of
+// the message away from, if the message is still arriving).
+//
+// Thread-safety: as the transport that owns it (one driving thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace meshcomm {
+
+// What a message says about itself.
+struct Envelope {
+  uint64_t tag = 0;
+  MessageSignature signature;
+  uint64_t bytes = 0;
+};
+
+// The buffering limit shared by every inbox of one transport.
+struct UnexpectedBudget {
+  size_t limit = 0;
+  size_t used = 0;
+};
+
+class Inbox {
+ public:
+  using Describe = std::function<std::string(const MessageSignature&, uint64_t bytes)>;
+
+  // `peerName` ("rank 1 (world rank 1)") and `describe` (may be empty)
+  // are for error messages.
+  Inbox(std::string peerName, const Describe& describe, UnexpectedBudget& budget)
+      : peerName_(std::move(peerName)), describe_(describe), budget_(budget) {}
+
+  // Matches `r` with the oldest buffered message of its tag, or queues it.
+  // Throws Mismatch if that message, or a buffered message of the same
+  // collective call, disagrees with it.
+  void post(const RequestPtr& r, const std::string& during);
+
+  // A new message begins. Throws Mismatch if it disagrees with the receive
+  // it matches (or with one of the same collective call), and Error if it
+  // would take the buffered bytes past the budget.
+  void arrive(const Envelope& e, const std::string& during);
+  bool midMessage() const { return arriving_; }
+  // Where the next payload bytes of the current message go (empty once the
+  // payload is complete).
+  std::span<uint8_t> space();
+  void arrived(size_t n);
+  // The current message is complete: its receive, if any, is done.
+  void finish();
+
+  bool hasPosted() const { return !posted_.empty(); }
+  // Fails every posted receive and the one arriving (the transport broke).
+  void failAll();
+
+ private:
+  struct Buffered {
+    Envelope envelope;
+    std::vector<uint8_t> data;
+    size_t fill = 0;
+  };
+
+  void checkMatch(const Request& r, const Envelope& e, const std::string& during) const;
+
+  std::string peerName_;
+  const Describe& describe_;
+  UnexpectedBudget& budget_;
+  std::deque<RequestPtr> posted_;                    // not matched yet, in post order
+  std::deque<std::shared_ptr<Buffered>> buffered_;  // not matched yet, in arrival order
+  bool arriving_ = false;
+  RequestPtr target_;                   // the arriving message's receive, or
+  std::shared_ptr<Buffered> spill_;     // its buffer
+};
+
+// Whether two tags belong to the same collective call (collectives/comm.h
+// composes them), whose messages must all carry the same signature.
+bool sameCollectiveCall(uint64_t a, uint64_t b);
+
+}  // namespace meshcomm

@@ -1,0 +1,321 @@
+#include "transport/shm/shm_transport.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "common/check.h"
+#include "meshcomm/error.h"
+#include "transport/failure.h"
+
+namespace meshcomm {
+namespace {
+
+constexpr size_t kLine = 64;
+// A sender publishes its progress at least this often within a message,
+// so the receiver's copy-out overlaps the copy-in.
+constexpr size_t kPiece = 64 * 1024;
+constexpr uint32_t kHeaderMagic = 0x6d73'6870;  // "phsm"
+constexpr auto kProgressSpin = std::chrono::microseconds(50);
+// How often background progress makes sure the local peers still live.
+constexpr auto kPeerCheckEvery = std::chrono::milliseconds(50);
+
+struct RingHeader {
+  uint32_t magic;
+  uint8_t opcode;
+  uint8_t dtype;
+  uint8_t reduceOp;
+  uint8_t pad;
+  uint64_t tag;
+  uint64_t bytes;
+  uint64_t opCount;
+  uint64_t detail;
+  uint8_t unused[kLine - 40];
+};
+static_assert(sizeof(RingHeader) == kLine);
+
+size_t padding(uint64_t position) { return static_cast<size_t>((kLine - position % kLine) % kLine); }
+
+void copyIn(const ShmDomain::Ring& ring, uint64_t position, const uint8_t* from, size_t n) {
+  size_t at = static_cast<size_t>(position % ring.bytes);
+  size_t first = std::min(n, ring.bytes - at);
+  std::memcpy(ring.data + at, from, first);
+  if (n > first) std::memcpy(ring.data, from + first, n - first);
+}
+
+void copyOut(const ShmDomain::Ring& ring, uint64_t position, uint8_t* to, size_t n) {
+  size_t at = static_cast<size_t>(position % ring.bytes);
+  size_t first = std::min(n, ring.bytes - at);
+  std::memcpy(to, ring.data + at, first);
+  if (n > first) std::memcpy(to + first, ring.data, n - first);
+}
+
+}  // namespace
+
+struct ShmTransport::Peer {
+  Peer(int groupRank, int localRank, std::string name, const Inbox::Describe& describe,
+       UnexpectedBudget& budget)
+      : rank(groupRank), local(localRank), inbox(std::move(name), describe, budget) {}
+
+  int rank;
+  int local;
+  // Outgoing, in post order; the front one may be partly in the ring.
+  std::deque<RequestPtr> sends;
+  bool headerWritten = false;
+  uint64_t written = 0;   // this rank's copy of the outgoing ring's counter
+  uint64_t consumed = 0;  // this rank's copy of the incoming ring's counter
+  Inbox inbox;
+};
+
+ShmTransport::ShmTransport(ShmDomain& domain, int groupRank, std::vector<int> localOf,
+                           size_t maxUnexpectedBytes, Inbox::Describe describe)
+    : domain_(domain),
+      rank_(groupRank),
+      localOf_(std::move(localOf)),
+      describe_(std::move(describe)),
+      budget_{maxUnexpectedBytes, 0} {
+  MESHCOMM_CHECK(localOf_[static_cast<size_t>(rank_)] == domain_.localRank());
+  peers_.resize(localOf_.size());
+  for (size_t g = 0; g < localOf_.size(); ++g) {
+    if (localOf_[g] < 0 || static_cast<int>(g) == rank_) continue;
+    peers_[g] = std::make_unique<Peer>(static_cast<int>(g), localOf_[g],
+                                       describePeer(static_cast<int>(g)), describe_, budget_);
+  }
+}
+
+ShmTransport::~ShmTransport() = default;
+
+bool ShmTransport::reaches(int peer) const {
+  return peer >= 0 && peer < size() && peers_[static_cast<size_t>(peer)] != nullptr;
+}
+
+std::string ShmTransport::describePeer(int peer) const {
+  return domain_.describeRank(localOf_[static_cast<size_t>(peer)]);
+}
+
+RequestPtr ShmTransport::postSend(int peer, uint64_t tag, const MessageSignature& sig,
+                                  const void* data, size_t bytes) {
+  if (auto broken = brokenError()) std::rethrow_exception(broken);
+  MESHCOMM_CHECK(reaches(peer), "peer " << peer << " is not on this host");
+  auto r = std::make_shared<Request>();
+  r->isSend = true;
+  r->peer = peer;
+  r->tag = tag;
+  r->signature = sig;
+  r->data = static_cast<uint8_t*>(const_cast<void*>(data));
+  r->bytes = bytes;
+  Peer& p = *peers_[static_cast<size_t>(peer)];
+  p.sends.push_back(r);
+  // A message that fits leaves now, before the peer even waits for it.
+  if (p.sends.size() == 1) pushSends(p);
+  return r;
+}
+
+RequestPtr ShmTransport::postRecv(int peer, uint64_t tag, const MessageSignature& sig,
+                                  void* data, size_t bytes) {
+  if (auto broken = brokenError()) std::rethrow_exception(broken);
+  MESHCOMM_CHECK(reaches(peer), "peer " << peer << " is not on this host");
+  auto r = std::make_shared<Request>();
+  r->peer = peer;
+  r->tag = tag;
+  r->signature = sig;
+  r->data = static_cast<uint8_t*>(data);
+  r->bytes = bytes;
+  try {
+    peers_[static_cast<size_t>(peer)]->inbox.post(r, "receiving from " + describePeer(peer));
+  } catch (...) {
+    failAndRethrow();
+  }
+  return r;
+}
+
+bool ShmTransport::pushSends(Peer& p) {
+  const ShmDomain::Ring ring = domain_.ring(domain_.localRank(), p.local);
+  const uint64_t start = p.written;
+  uint64_t published = p.written;
+  auto publish = [&] {
+    ring.written->store(p.written, std::memory_order_release);
+    domain_.notify();
+    published = p.written;
+  };
+  while (!p.sends.empty()) {
+    Request& r = *p.sends.front();
+    size_t free = ring.bytes - static_cast<size_t>(p.written -
+                                                   ring.consumed->load(std::memory_order_acquire));
+    if (!p.headerWritten) {
+      if (free < kLine) break;
+      RingHeader h{};
+      h.magic = kHeaderMagic;
+      h.opcode = r.signature.opcode;
+      h.dtype = r.signature.dtype;
+      h.reduceOp = r.signature.reduceOp;
+      h.tag = r.tag;
+      h.bytes = r.bytes;
+      h.opCount = r.signature.opCount;
+      h.detail = r.signature.detail;
+      copyIn(ring, p.written, reinterpret_cast<const uint8_t*>(&h), sizeof(h));
+      p.written += kLine;
+      free -= kLine;
+      p.headerWritten = true;
+    }
+    while (r.transferred < r.bytes && free > 0) {
+      size_t n = std::min({r.bytes - r.transferred, free, kPiece});
+      copyIn(ring, p.written, r.data + r.transferred, n);
+      p.written += n;
+      r.transferred += n;
+      free -= n;
+      if (p.written - published >= kPiece) publish();
+    }
+    if (r.transferred < r.bytes || free < padding(p.written)) break;
+    p.written += padding(p.written);
+    r.state = Request::State::kDone;
+    p.sends.pop_front();
+    p.headerWritten = false;
+  }
+  if (p.written != published) publish();
+  return p.written != start;
+}
+
+bool ShmTransport::drainRing(Peer& p, const std::string& during) {
+  const ShmDomain::Ring ring = domain_.ring(p.local, domain_.localRank());
+  const uint64_t written = ring.written->load(std::memory_order_acquire);
+  const uint64_t start = p.consumed;
+  for (;;) {
+    if (!p.inbox.midMessage()) {
+      if (written - p.consumed < kLine) break;
+      RingHeader h;
+      copyOut(ring, p.consumed, reinterpret_cast<uint8_t*>(&h), sizeof(h));
+      if (h.magic != kHeaderMagic) {
+        throw Error(during + ": corrupt message header from " + describePeer(p.rank) +
+                    " in shared memory (bad magic)");
+      }
+      p.consumed += kLine;
+      Envelope e{h.tag, MessageSignature{h.opcode, h.dtype, h.reduceOp, h.opCount, h.detail},
+                 h.bytes};
+      p.inbox.arrive(e, during);
+    }
+    std::span<uint8_t> space = p.inbox.space();
+    size_t n = std::min<uint64_t>(space.size(), written - p.consumed);
+    copyOut(ring, p.consumed, space.data(), n);
+    p.consumed += n;
+    p.inbox.arrived(n);
+    if (n < space.size() || written - p.consumed < padding(p.consumed)) break;
+    p.consumed += padding(p.consumed);
+    p.inbox.finish();
+  }
+  if (p.consumed == start) return false;
+  ring.consumed->store(p.consumed, std::memory_order_release);
+  domain_.notify();
+  return true;
+}
+
+bool ShmTransport::poll(const std::string& during) {
+  bool moved = false;
+  try {
+    domain_.throwIfAborted();
+    for (auto& slot : peers_) {
+      if (!slot) continue;
+      if (!slot->sends.empty()) moved |= pushSends(*slot);
+      moved |= drainRing(*slot, during);
+    }
+  } catch (...) {
+    failAndRethrow();
+  }
+  return moved;
+}
+
+void ShmTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
+  if (auto broken = brokenError()) std::rethrow_exception(broken);
+  const std::string during = ctx.describe();
+  auto allDone = [&] {
+    for (const auto& r : requests) {
+      if (!r->done()) return false;
+    }
+    return true;
+  };
+  auto awaited = [&] {
+    std::set<std::string> waitingOn;
+    for (const auto& r : requests) {
+      if (!r->done()) waitingOn.insert(describePeer(r->peer) + (r->isSend ? " to receive" : " to send"));
+    }
+    std::string out;
+    for (const auto& w : waitingOn) out += (out.empty() ? "" : ", ") + w;
+    return out + " on this host (shared memory); a rank that never posted the matching send or "
+                 "receive is the usual cause";
+  };
+  try {
+    domain_.waitUntil(
+        [&] {
+          poll(during);
+          return allDone();
+        },
+        ctx, awaited);
+  } catch (...) {
+    failAndRethrow();
+  }
+  for (const auto& r : requests) {
+    if (r->state == Request::State::kFailed) {
+      if (auto broken = brokenError()) std::rethrow_exception(broken);
+    }
+  }
+}
+
+void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
+  if (brokenError()) return;
+  const auto start = Deadline::Clock::now();
+  const auto until = start + budget;
+  const std::string during = "background progress of point-to-point operations";
+  try {
+    while (hasPending()) {
+      if (poll(during)) return;
+      auto now = Deadline::Clock::now();
+      if (now >= nextPeerCheck_) {
+        nextPeerCheck_ = now + kPeerCheckEvery;
+        domain_.checkPeers(during);
+      }
+      if (now >= until) return;
+      if (now - start < kProgressSpin) continue;
+      // Idle: sleep a little, but wake at once when the executor calls.
+      pollfd fd{interruptFd, POLLIN, 0};
+      if (interruptFd >= 0 && ::poll(&fd, 1, 1) > 0) return;
+      if (interruptFd < 0) ::poll(nullptr, 0, 1);
+    }
+  } catch (const std::exception&) {
+    // Broken: the error stays for the next call (brokenError).
+    if (!broken_) broken_ = std::current_exception();
+    failPending();
+  }
+}
+
+bool ShmTransport::hasPending() const {
+  for (const auto& p : peers_) {
+    if (p && (!p->sends.empty() || p->inbox.hasPosted() || p->inbox.midMessage())) return true;
+  }
+  return false;
+}
+
+void ShmTransport::failPending() {
+  for (auto& p : peers_) {
+    if (!p) continue;
+    for (const auto& r : p->sends) r->state = Request::State::kFailed;
+    p->sends.clear();
+    p->inbox.failAll();
+  }
+}
+
+void ShmTransport::abort(std::exception_ptr error) {
+  if (!broken_) broken_ = error;
+  domain_.abort(abortReasonOf(error), errorMessageOf(error));
+  failPending();
+}
+
+void ShmTransport::failAndRethrow() {
+  std::exception_ptr error = std::current_exception();
+  if (!broken_) broken_ = error;
+  failPending();
+  domain_.fail(error);
+}
+
+}  // namespace meshcomm
