@@ -200,30 +200,48 @@ TEST_P(P2P, OppositeListingOrdersDoNotDeadlock) {
 
 // Every rank sends to both neighbours and receives from both in one batch
 // (sizes differ per sender), a few rounds, on 5 and 8 ranks.
+// Three rounds of a ring exchange in both directions, the last of them
+// large; odd ranks list their operations in the opposite order.
+int ringExchangeRounds(RankEnv& e, bool blocking) {
+  ProcessGroup& pg = e.pg();
+  const int right = (e.rank + 1) % e.size;
+  const int left = (e.rank + e.size - 1) % e.size;
+  auto count = [](int sender, int round) { return static_cast<int64_t>(1000 * (round + 1) + 10 * sender + (round == 2 ? 200000 : 0)); };
+  for (int round = 0; round < 3; ++round) {
+    const uint64_t sr = 500 + static_cast<uint64_t>(round) * 2, sl = sr + 1;
+    Buffer toRight = payload(DType::kFloat16, count(e.rank, round), sr, e.rank);
+    Buffer toLeft = payload(DType::kFloat16, count(e.rank, round), sl, e.rank);
+    Buffer fromLeft(DType::kFloat16, count(left, round)), fromRight(DType::kFloat16, count(right, round));
+    std::vector<P2POp> ops = {{P2POp::Kind::kSend, toRight.ref(), right, 7},
+                              {P2POp::Kind::kRecv, fromLeft.ref(), left, 7},
+                              {P2POp::Kind::kSend, toLeft.ref(), left, 8},
+                              {P2POp::Kind::kRecv, fromRight.ref(), right, 8}};
+    if (e.rank % 2 == 1) std::reverse(ops.begin(), ops.end());
+    CHILD_CHECK(pg.batchSendRecv(ops, tagged(0, blocking))->wait(30s));
+    expectPayload(fromLeft, sr, left, "from the left");
+    expectPayload(fromRight, sl, right, "from the right");
+  }
+  return test::kExitOk;
+}
+
 TEST_P(P2P, RingExchangeBothDirections) {
   for (int p : {5, 8}) {
-    auto statuses = test::runWorld(p, quick(), [](RankEnv& e) {
-      ProcessGroup& pg = e.pg();
-      const int right = (e.rank + 1) % e.size;
-      const int left = (e.rank + e.size - 1) % e.size;
-      auto count = [](int sender, int round) { return static_cast<int64_t>(1000 * (round + 1) + 10 * sender + (round == 2 ? 200000 : 0)); };
-      for (int round = 0; round < 3; ++round) {
-        const uint64_t sr = 500 + static_cast<uint64_t>(round) * 2, sl = sr + 1;
-        Buffer toRight = payload(DType::kFloat16, count(e.rank, round), sr, e.rank);
-        Buffer toLeft = payload(DType::kFloat16, count(e.rank, round), sl, e.rank);
-        Buffer fromLeft(DType::kFloat16, count(left, round)), fromRight(DType::kFloat16, count(right, round));
-        std::vector<P2POp> ops = {{P2POp::Kind::kSend, toRight.ref(), right, 7},
-                                  {P2POp::Kind::kRecv, fromLeft.ref(), left, 7},
-                                  {P2POp::Kind::kSend, toLeft.ref(), left, 8},
-                                  {P2POp::Kind::kRecv, fromRight.ref(), right, 8}};
-        if (e.rank % 2 == 1) std::reverse(ops.begin(), ops.end());
-        CHILD_CHECK(pg.batchSendRecv(ops)->wait(30s));
-        expectPayload(fromLeft, sr, left, "from the left");
-        expectPayload(fromRight, sl, right, "from the right");
-      }
-      return test::kExitOk;
-    });
+    auto statuses = test::runWorld(p, quick(), [](RankEnv& e) { return ringExchangeRounds(e, false); });
     EXPECT_TRUE(test::allOk(statuses)) << "P=" << p << "\n" << test::describeAll(statuses);
+  }
+}
+
+// Ranks on three emulated hosts (0 0 1 1 2): every rank's batch mixes a
+// peer through shared memory with one over TCP (rank 4 has only TCP), in
+// the background and in a blocking call.
+TEST(P2PMixedHosts, RingExchangeOverSharedMemoryAndTcp) {
+  for (bool blocking : {false, true}) {
+    test::JobOptions o = quick();
+    o.rankEnv = [](int rank) {
+      return std::vector<std::pair<std::string, std::string>>{{"MESHCOMM_HOST_ID", "host" + std::to_string(rank / 2)}};
+    };
+    auto statuses = test::runWorld(5, o, [blocking](RankEnv& e) { return ringExchangeRounds(e, blocking); });
+    EXPECT_TRUE(test::allOk(statuses)) << "blocking=" << blocking << "\n" << test::describeAll(statuses);
   }
 }
 
