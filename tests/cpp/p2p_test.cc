@@ -245,6 +245,46 @@ TEST(P2PMixedHosts, RingExchangeOverSharedMemoryAndTcp) {
   }
 }
 
+// Messages sent before their receives are buffered up to
+// MESHCOMM_MAX_UNEXPECTED_BYTES: within it they arrive intact; a message
+// beyond it fails the receiving side with an error naming the limit, and
+// the sender's next call fails too.
+TEST_P(P2P, UnexpectedMessagesAreBufferedUpToTheLimit) {
+  test::JobOptions o = quick();
+  o.env = {{"MESHCOMM_MAX_UNEXPECTED_BYTES", "300000"}};
+  auto statuses = test::runWorld(2, o, [](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    const int64_t n = 50000;  // 200 KB of float32: one fits in the limit, two do not
+    if (e.rank == 0) {
+      Buffer a = payload(DType::kFloat32, n, 71, 0), b = payload(DType::kFloat32, n, 72, 0);
+      CHILD_CHECK(pg.send(a.ref(), 1, tagged(1))->wait(20s));
+      CHILD_CHECK(pg.send(b.ref(), 1, tagged(2))->wait(20s));
+      test::storeBarrier(*e.store, "within", 2);
+      Buffer big = payload(DType::kFloat32, 2 * n, 73, 0);
+      CHILD_CHECK(pg.send(big.ref(), 1, tagged(3))->wait(20s));
+      test::storeBarrier(*e.store, "beyond", 2);
+      test::Caught c = test::catchError([&] { pg.barrier()->wait(); });
+      CHILD_CHECK(c != test::Caught::kNone, "the sender's next call succeeded");
+    } else {
+      // Tag 1 arrives first and waits, buffered, while tag 2 is received.
+      Buffer b(DType::kFloat32, n), a(DType::kFloat32, n);
+      CHILD_CHECK(pg.recv(b.ref(), 0, tagged(2))->wait(20s));
+      CHILD_CHECK(pg.recv(a.ref(), 0, tagged(1))->wait(20s));
+      expectPayload(a, 71, 0, "tag 1");
+      expectPayload(b, 72, 0, "tag 2");
+      test::storeBarrier(*e.store, "within", 2);
+      Buffer other(DType::kFloat32, 4);
+      std::string what;
+      test::Caught c = test::catchError([&] { pg.recv(other.ref(), 0, tagged(4))->wait(); }, &what);
+      CHILD_CHECK(c == test::Caught::kOtherError, "" << test::caughtName(c) << " " << what);
+      CHILD_CHECK(what.find("MESHCOMM_MAX_UNEXPECTED_BYTES") != std::string::npos, "" << what);
+      test::storeBarrier(*e.store, "beyond", 2);
+    }
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
+}
+
 // A receive expecting a different size than was sent fails with Mismatch
 // naming both sides; the sender learns on its next call.
 TEST_P(P2P, SizeMismatchFailsBothSides) {
