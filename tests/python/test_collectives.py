@@ -335,19 +335,55 @@ def test_deadline_raises_timeout(run_workers, free_port):
     assert "all_reduce" in message
 
 
-def _signal_when_ready(ready_path):
-    with open(ready_path, "w"):
-        pass  # tells the parent to send SIGINT now
+# The Ctrl-C tests below are made of steps that must happen in order even on
+# a machine so loaded that any fixed sleep could be too short: rank 0 blocks
+# in a call, the parent sees it asleep in the native core and sends SIGINT,
+# rank 0 records the interruption, and only then does rank 1 join.
+def _mark(path):
+    with open(path, "w"):
+        pass
 
 
-def _abandon_worker(rank, n, port, ready_path, op):
+def _await_mark(path, limit_s=60.0):
+    deadline = time.monotonic() + limit_s
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+def _main_thread_state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _interrupt_once_asleep(workers, tmp_path):
+    """SIGINT to rank 0 once it sleeps inside the call it marked as started.
+
+    Between the "ready" mark and the call, rank 0 only runs Python code (state
+    R); seeing its main thread asleep a few times in a row means the call has
+    reached its native wait, so the signal cannot land in the Python wrapper.
+    """
+    _await_mark(tmp_path / "ready")
+    pid = workers.pids[0]
+    deadline = time.monotonic() + 60
+    asleep = 0
+    while asleep < 3:
+        assert time.monotonic() < deadline, "rank 0 never blocked in its call"
+        asleep = asleep + 1 if _main_thread_state(pid) == "S" else 0
+        time.sleep(0.02)
+    sent_at = time.time()
+    os.kill(pid, signal.SIGINT)
+    return sent_at
+
+
+def _abandon_worker(rank, n, port, marks, op):
     init(rank, n, port)
     if rank == 1:
-        time.sleep(4)  # joins late, after rank 0 was interrupted
+        _await_mark(os.path.join(marks, "interrupted"))  # joins after rank 0 gave up
         err = expect(meshcomm.DistError, meshcomm.all_reduce, np.ones(8))
         return str(err)
     x = np.ones(8)
-    _signal_when_ready(ready_path)
+    _mark(os.path.join(marks, "ready"))
     try:
         if op == "all_reduce":
             meshcomm.all_reduce(x)  # runs on this thread: the group is idle
@@ -355,6 +391,7 @@ def _abandon_worker(rank, n, port, ready_path, op):
             meshcomm.recv(x, src=1)
     except KeyboardInterrupt:
         interrupted_at = time.time()
+        _mark(os.path.join(marks, "interrupted"))
     else:
         raise AssertionError(f"{op} was not interrupted")
     # The operation was abandoned half-way, so the group cannot be used.
@@ -364,14 +401,8 @@ def _abandon_worker(rank, n, port, ready_path, op):
 
 @pytest.mark.parametrize("op", ["all_reduce", "recv"])
 def test_ctrl_c_abandons_a_synchronous_call(spawn_workers, free_port, tmp_path, op):
-    ready = tmp_path / "ready"
-    workers = spawn_workers(_abandon_worker, 2, (free_port, str(ready), op), timeout=60)
-    deadline = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.3)  # let the call start sleeping in the native core
-    sent_at = time.time()
-    os.kill(workers.pids[0], signal.SIGINT)
+    workers = spawn_workers(_abandon_worker, 2, (free_port, str(tmp_path), op), timeout=90)
+    sent_at = _interrupt_once_asleep(workers, tmp_path)
     outcomes = workers.join()
     assert all(o.ok for o in outcomes), [o.describe() for o in outcomes]
     interrupted_at, after = outcomes[0].result
@@ -382,10 +413,10 @@ def test_ctrl_c_abandons_a_synchronous_call(spawn_workers, free_port, tmp_path, 
     assert "interrupted on rank 0" in outcomes[1].result, outcomes[1].result
 
 
-def _interrupt_worker(rank, n, port, ready_path):
+def _interrupt_worker(rank, n, port, marks):
     init(rank, n, port)
     if rank == 1:
-        time.sleep(4)  # joins late, so rank 0's wait is interrupted first
+        _await_mark(os.path.join(marks, "interrupted"))  # rank 0's wait was interrupted
         first, x = np.ones(8), np.ones(8)
         meshcomm.all_reduce(first)
         meshcomm.all_reduce(x)
@@ -395,10 +426,11 @@ def _interrupt_worker(rank, n, port, ready_path):
     first, x = np.ones(8), np.ones(8)
     pending = meshcomm.all_reduce(first, async_op=True)
     try:
-        _signal_when_ready(ready_path)
+        _mark(os.path.join(marks, "ready"))
         meshcomm.all_reduce(x)  # queued behind `pending`: waited on in slices
     except KeyboardInterrupt:
         interrupted_at = time.time()
+        _mark(os.path.join(marks, "interrupted"))
     else:
         raise AssertionError("all_reduce was not interrupted")
     # Both operations carry on, x parked, and complete once rank 1 joins.
@@ -414,14 +446,8 @@ def _interrupt_worker(rank, n, port, ready_path):
 
 
 def test_ctrl_c_interrupts_a_queued_wait(spawn_workers, free_port, tmp_path):
-    ready = tmp_path / "ready"
-    workers = spawn_workers(_interrupt_worker, 2, (free_port, str(ready)), timeout=60)
-    deadline = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.3)  # let the wait start sleeping in the native core
-    sent_at = time.time()
-    os.kill(workers.pids[0], signal.SIGINT)
+    workers = spawn_workers(_interrupt_worker, 2, (free_port, str(tmp_path)), timeout=90)
+    sent_at = _interrupt_once_asleep(workers, tmp_path)
     outcomes = workers.join()
     assert all(o.ok for o in outcomes), [o.describe() for o in outcomes]
     interrupted_at, x0 = outcomes[0].result
