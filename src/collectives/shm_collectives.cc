@@ -205,13 +205,16 @@ void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, A
 void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
   auto* out = static_cast<uint8_t*>(data);
   const bool isRoot = op.rank() == root;
-  if (fitsInline(bytes)) {
-    op.begin();
-    if (isRoot) copy(op.inlineData(), out, bytes);
+  if (bytes <= ShmDomain::kCellBytes) {
+    // Cells are kDepth rounds deep, so a root broadcasting in a loop runs
+    // that far ahead of its slowest reader before it has to wait.
+    const bool useInline = fitsInline(bytes);
+    uint8_t* cell = op.beginCell();
+    if (isRoot) copy(useInline ? op.inlineData() : cell, out, bytes);
     op.publish();
     if (isRoot) return;
     op.wait(root);
-    copy(out, op.inlineOf(root), bytes);
+    copy(out, useInline ? op.inlineOf(root) : op.cell(root), bytes);
     return;
   }
   const size_t piece = op.slotBytes();
@@ -235,11 +238,13 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
   const int me = op.rank();
   const bool isRoot = me == root;
   if (fitsInline(count * es)) {
-    op.begin();
+    // The mirror image of a small broadcast: the leaves publish and return,
+    // up to kDepth rounds ahead of the root.
+    op.beginCell();
     copy(op.inlineData(), bytes, count * es);
     op.publish();
-    op.waitAll();
     if (!isRoot) return;
+    op.waitAll();
     std::vector<const void*> inputs(static_cast<size_t>(p));
     for (int i = 0; i < p; ++i) inputs[static_cast<size_t>(i)] = op.inlineOf(i);
     reduce::reduceInto(rop, dtype, bytes, inputs.data(), inputs.size(), count);

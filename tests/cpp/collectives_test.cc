@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective_harness.h"
@@ -509,6 +510,61 @@ TEST_P(CollShm, OneShotAllReduceWithOddSlots) {
 TEST_P(CollShm, SingleCopyAllReduce) {
   MatrixSpec spec{"shm_single_copy", {Family::kAllReduce}, true};
   runMatrixJob(GetParam(), spec, {{"MESHCOMM_ALGO_ALLREDUCE", "shm_single_copy"}}, 150s);
+}
+
+// A root of small broadcasts (and the leaves of small reduces) publish and
+// return, so they run up to ShmDomain::kDepth rounds ahead of the ranks that
+// read them. One lagging reader, sizes either side of the inline and cell
+// limits, and slot-based collectives in between: every result must still be
+// exact, so no round may overwrite a cell or flag line before it was read.
+TEST_P(CollShm, SmallBroadcastsAndReducesRunAheadOfALaggingReader) {
+  test::JobOptions o;
+  o.bound = 120s;
+  auto statuses = test::runWorld(GetParam(), o, [](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    const int laggard = e.size - 1;
+    const size_t sizes[] = {0, 4, 32, 33, 1000, 4096, 8};
+    std::vector<uint8_t> buf(5000);
+    // Collectives that sync every rank come hundreds of rounds apart, far
+    // more than any run-ahead depth.
+    for (int k = 0; k < 900; ++k) {
+      if (e.rank == laggard && k % 37 == 0) std::this_thread::sleep_for(2ms);
+      const int root = (k / 100) % e.size;  // long runs from one root
+      // Now and then a size that takes the slots, which allow no run-ahead.
+      const size_t n = k % 300 == 150 ? 4097 : sizes[static_cast<size_t>(k) % std::size(sizes)];
+      auto fill = [&](size_t i) { return static_cast<uint8_t>(k * 31 + static_cast<int>(i) * 7 + root); };
+      if (e.rank == root) {
+        for (size_t i = 0; i < n; ++i) buf[i] = fill(i);
+      } else {
+        std::fill(buf.begin(), buf.end(), 0xee);
+      }
+      OpOptions b;
+      b.root = root;
+      CHILD_CHECK(pg.broadcast(TensorRef{buf.data(), static_cast<int64_t>(n), DType::kUInt8}, b)->wait(30s));
+      for (size_t i = 0; i < n; ++i) {
+        CHILD_CHECK(buf[i] == fill(i), "broadcast #" << k << " of " << n << " bytes from rank " << root
+                                                     << ": byte " << i << " is " << int(buf[i]));
+      }
+      if (k % 3 == 0) {
+        int64_t v[4] = {e.rank + k, 1, -e.rank, k};
+        OpOptions r;
+        r.root = (root + 1) % e.size;
+        CHILD_CHECK(pg.reduce(TensorRef{v, 4, DType::kInt64}, r)->wait(30s));
+        const int64_t p = e.size;
+        if (e.rank == r.root) {
+          CHILD_CHECK(v[0] == p * (p - 1) / 2 + p * k && v[1] == p && v[2] == -p * (p - 1) / 2 && v[3] == p * k,
+                      "reduce #" << k << " got " << v[0] << " " << v[1] << " " << v[2] << " " << v[3]);
+        }
+      }
+      if (k % 300 == 299) {
+        std::vector<int32_t> x(3000, e.rank + 1);
+        CHILD_CHECK(pg.allReduce(TensorRef{x.data(), 3000, DType::kInt32})->wait(30s));
+        CHILD_CHECK(x[0] == e.size * (e.size + 1) / 2 && x[2999] == x[0]);
+      }
+    }
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << "P=" << GetParam() << "\n" << test::describeAll(statuses);
 }
 
 INSTANTIATE_TEST_SUITE_P(Coll, CollShm, ::testing::Values(2, 3, 4, 5, 8),

@@ -31,7 +31,7 @@ namespace meshcomm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6873'6d6d'6f63'686dULL;  // "mhcommsh"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 // How often a waiting rank looks beyond its own flags (pids, store).
@@ -84,9 +84,11 @@ struct RingLines {
 };
 static_assert(sizeof(RingLines) == 2 * kLine);
 
-// One per rank and buffer parity. The round is written last (release) and
-// read first (acquire); everything else is plain data it publishes.
-struct alignas(kLine) FlagLine {
+}  // namespace
+
+// One per rank and round modulo kDepth. The round is written last (release)
+// and read first (acquire); everything else is plain data it publishes.
+struct alignas(kLine) ShmDomain::FlagLine {
   std::atomic<uint64_t> round;
   uint8_t opcode;
   uint8_t dtype;
@@ -97,7 +99,10 @@ struct alignas(kLine) FlagLine {
   uint64_t detail;
   uint8_t inlineData[ShmDomain::kInlineBytes];
 };
-static_assert(sizeof(FlagLine) == kLine);
+static_assert(sizeof(ShmDomain::FlagLine) == kLine);
+
+namespace {
+
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
@@ -151,9 +156,9 @@ struct ShmDomain::Layout {
   Header header;
   WakeLine wake;
   AbortLine abort;
-  // Followed by: MemberLine[localSize], FlagLine[2 * localSize], page
-  // padding, each rank's two slots, RingLines[localSize^2] (page-padded),
-  // then the rings' data, localSize^2 rings (from * localSize + to; the
+  // Followed by: MemberLine[localSize], FlagLine[kDepth * localSize],
+  // page padding, each rank's kDepth cells, each rank's two slots,
+  // RingLines[localSize^2] (page-padded), then the rings' data, localSize^2 rings (from * localSize + to; the
   // rings of a rank to itself are never touched, so they cost no memory).
   static MemberLine* members(Layout* l) {
     return reinterpret_cast<MemberLine*>(reinterpret_cast<uint8_t*>(l) + sizeof(Layout));
@@ -161,10 +166,13 @@ struct ShmDomain::Layout {
   static FlagLine* flags(Layout* l) {
     return reinterpret_cast<FlagLine*>(members(l) + l->header.localSize);
   }
-  static size_t slotsOffset(int localSize) {
+  static size_t cellsOffset(int localSize) {
     return roundUp(sizeof(Layout) + sizeof(MemberLine) * static_cast<size_t>(localSize) +
-                       sizeof(FlagLine) * 2 * static_cast<size_t>(localSize),
+                       sizeof(FlagLine) * kDepth * static_cast<size_t>(localSize),
                    kPage);
+  }
+  static size_t slotsOffset(int localSize) {
+    return cellsOffset(localSize) + kCellBytes * kDepth * static_cast<size_t>(localSize);
   }
   static size_t ringLinesOffset(int localSize, size_t slotBytes) {
     return slotsOffset(localSize) + 2 * roundUp(slotBytes, kPage) * static_cast<size_t>(localSize);
@@ -189,7 +197,7 @@ void ShmDomain::format(uint8_t* base, int localSize, size_t slotBytes, size_t ri
   l->header.slotBytes = slotBytes;
   l->header.ringBytes = ringBytes;
   auto* flags = reinterpret_cast<FlagLine*>(Layout::members(l) + localSize);
-  for (int i = 0; i < 2 * localSize; ++i) new (flags + i) FlagLine{};
+  for (size_t i = 0; i < kDepth * static_cast<size_t>(localSize); ++i) new (flags + i) FlagLine{};
   auto* rings = reinterpret_cast<RingLines*>(base + Layout::ringLinesOffset(localSize, slotBytes));
   for (int i = 0; i < localSize * localSize; ++i) new (rings + i) RingLines{};
 }
@@ -241,14 +249,20 @@ ShmDomain::Ring ShmDomain::ring(int fromLocal, int toLocal) const {
   return Ring{&lines[index].written, &lines[index].consumed, data, options_.ringBytes};
 }
 
-uint8_t* ShmDomain::inlineData(int local, uint64_t round) const {
-  FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
-  return f.inlineData;
+ShmDomain::FlagLine& ShmDomain::flag(int local, uint64_t round) const {
+  return Layout::flags(layout_)[kDepth * static_cast<size_t>(local) + round % kDepth];
+}
+
+uint8_t* ShmDomain::inlineData(int local, uint64_t round) const { return flag(local, round).inlineData; }
+
+uint8_t* ShmDomain::cell(int local, uint64_t round) const {
+  return segment_.data() + Layout::cellsOffset(localSize()) +
+         (kDepth * static_cast<size_t>(local) + round % kDepth) * kCellBytes;
 }
 
 void ShmDomain::publish(uint64_t round, const MessageSignature& sig, uint32_t history,
                         const uint8_t* inlineData) {
-  FlagLine& f = Layout::flags(layout_)[2 * options_.localRank + static_cast<int>(round & 1)];
+  FlagLine& f = flag(options_.localRank, round);
   if (inlineData != nullptr) std::memcpy(f.inlineData, inlineData, kInlineBytes);
   f.opcode = sig.opcode;
   f.dtype = sig.dtype;
@@ -325,7 +339,7 @@ void ShmDomain::failOp(wire::AbortReason reason, const std::string& message,
 
 void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
                         uint32_t history, const OpContext& ctx) {
-  FlagLine& f = Layout::flags(layout_)[2 * local + static_cast<int>(round & 1)];
+  FlagLine& f = flag(local, round);
   if (f.round.load(std::memory_order_acquire) < round) {
     // Spin first: on an idle core the peer usually arrives within a few
     // hundred nanoseconds, far sooner than any system call returns.
@@ -463,21 +477,36 @@ void ShmDomain::checkLiveness(const OpContext& ctx, const std::function<std::str
 }
 
 uint8_t* ShmOp::begin() {
-  if (!begun_) {
-    begun_ = true;
-    history_ = d_.history_;
-    d_.history_ = historyAfter(history_, sig_);
-  }
+  start();
   uint64_t round = ++d_.round_;
-  // This round reuses the buffers of round-2, which every rank has finished
+  // This round reuses the slot of round-2, which every rank has finished
   // reading once it has published round-1.
-  if (round >= 2 && d_.allReached_ < round - 1) {
-    for (int i = 0; i < d_.localSize(); ++i) {
-      if (i != d_.localRank()) d_.waitFor(i, round - 1, nullptr, 0, ctx_);
-    }
-    d_.allReached_ = round - 1;
-  }
+  if (round >= 2) d_.awaitAllReached(round - 1, ctx_);
   return d_.slot(d_.localRank(), round);
+}
+
+uint8_t* ShmOp::beginCell() {
+  start();
+  uint64_t round = ++d_.round_;
+  // Flag lines and cells are reused every kDepth rounds, so a rank can run
+  // up to kDepth-1 rounds ahead of the slowest reader.
+  if (round >= ShmDomain::kDepth) d_.awaitAllReached(round - ShmDomain::kDepth + 1, ctx_);
+  return d_.cell(d_.localRank(), round);
+}
+
+void ShmOp::start() {
+  if (begun_) return;
+  begun_ = true;
+  history_ = d_.history_;
+  d_.history_ = historyAfter(history_, sig_);
+}
+
+void ShmDomain::awaitAllReached(uint64_t round, const OpContext& ctx) {
+  if (allReached_ >= round) return;
+  for (int i = 0; i < localSize(); ++i) {
+    if (i != options_.localRank) waitFor(i, round, nullptr, 0, ctx);
+  }
+  allReached_ = round;
 }
 
 void ShmOp::publish() {
