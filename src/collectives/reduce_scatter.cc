@@ -8,6 +8,7 @@
 // still reads the partial step s-1 produced.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "collectives/blocks.h"
@@ -67,7 +68,11 @@ void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blo
     for (size_t k = 0; k < inChunks.size(); ++k) {
       comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
       const size_t o = inChunks[k].offset * es;
-      const void* srcs[2] = {recvBuf + o, in + offs[recvBlock] * es + o};
+      const uint8_t* own = in + offs[recvBlock] * es + o;
+      // In place (the output is this rank's block of the input): the
+      // kernels accept an output only as their first input.
+      const void* srcs[2] = {recvBuf + o, own};
+      if (dst + o == own) std::swap(srcs[0], srcs[1]);
       reduce::reduceInto(op, dtype, dst + o, srcs, 2, inChunks[k].count);
     }
     comm.waitAll();

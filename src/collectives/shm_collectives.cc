@@ -62,10 +62,16 @@ void reduceOwnSlice(ShmOp& op, uint8_t* part, size_t n, DType dtype, ReduceOp ro
   const size_t es = dtypeSize(dtype);
   const auto me = static_cast<size_t>(op.rank());
   const size_t mySliceBytes = slice[me] * es;
-  copy(op.begin(), part, n * es);
+  const size_t mySliceEnd = slice[me + 1] * es;
+  // Only the slices the others reduce go through the slot: this rank reads
+  // its own straight from `part`.
+  uint8_t* mine = op.begin();
+  copy(mine, part, mySliceBytes);
+  copy(mine + mySliceEnd, part + mySliceEnd, n * es - mySliceEnd);
   op.publish();
   op.waitAll();
   std::vector<const void*> inputs = slotsAt(op, mySliceBytes);
+  inputs[me] = part + mySliceBytes;
   uint8_t* reduced = op.begin();
   reduce::reduceInto(rop, dtype, reduced + mySliceBytes, inputs.data(), inputs.size(),
                      slice[me + 1] - slice[me]);
@@ -302,12 +308,19 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
                  "shared-memory slot too small for " << p << " ranks");
   const size_t rounds = roundsFor(largest, chunk);
   std::vector<const void*> inputs(static_cast<size_t>(p));
+  // This rank's own block is reduced straight from the input, unless the
+  // output overlaps it (in place), which the kernels allow only as their
+  // first input.
+  const auto ownBlock = reinterpret_cast<uintptr_t>(in + offs[static_cast<size_t>(me)] * es);
+  const size_t ownBytes = blockCounts[static_cast<size_t>(me)] * es;
+  const auto out = reinterpret_cast<uintptr_t>(output);
+  const bool ownFromInput = out + ownBytes <= ownBlock || ownBlock + ownBytes <= out;
   for (size_t k = 0; k < rounds; ++k) {
     const size_t first = k * chunk;
     uint8_t* mine = op.begin();
     for (int j = 0; j < p; ++j) {
       size_t count = blockCounts[static_cast<size_t>(j)];
-      if (first >= count) continue;
+      if ((j == me && ownFromInput) || first >= count) continue;
       copy(mine + static_cast<size_t>(j) * chunk * es, in + (offs[static_cast<size_t>(j)] + first) * es,
            std::min(chunk, count - first) * es);
     }
@@ -318,6 +331,7 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
     for (int i = 0; i < p; ++i) {
       inputs[static_cast<size_t>(i)] = op.slot(i) + static_cast<size_t>(me) * chunk * es;
     }
+    if (ownFromInput) inputs[static_cast<size_t>(me)] = in + (offs[static_cast<size_t>(me)] + first) * es;
     reduce::reduceInto(rop, dtype, static_cast<uint8_t*>(output) + first * es, inputs.data(),
                        inputs.size(), std::min(chunk, myCount - first));
   }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "scoped_env.h"
 
 namespace meshcomm {
 namespace {
@@ -569,6 +570,42 @@ TEST_P(CollShm, SmallBroadcastsAndReducesRunAheadOfALaggingReader) {
 
 INSTANTIATE_TEST_SUITE_P(Coll, CollShm, ::testing::Values(2, 3, 4, 5, 8),
                          [](const auto& info) { return "P" + std::to_string(info.param); });
+
+// ---- in place ------------------------------------------------------------------------
+
+// reduceScatterTensor whose output is this rank's own block of the input
+// (the in-place form NCCL users rely on), on every rank including those
+// whose block is not the first: small, and large enough for many rounds.
+TEST(CollInPlace, ReduceScatterIntoOwnBlockOfTheInput) {
+  for (const char* shm : {"1", "0"}) {
+    ScopedEnv env("MESHCOMM_SHM", shm);
+    for (int p : {3, 4}) {
+      test::JobOptions o;
+      o.bound = 60s;
+      auto statuses = test::runWorld(p, o, [](RankEnv& e) {
+        ProcessGroup& pg = e.pg();
+        for (int64_t block : {int64_t{5}, int64_t{300001}}) {
+          std::vector<float> data(static_cast<size_t>(block * e.size));
+          for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((i % 1000) + e.rank);
+          float* own = data.data() + block * e.rank;
+          CHILD_CHECK(pg.reduceScatterTensor(TensorRef{own, block, DType::kFloat32},
+                                             TensorRef{data.data(), block * e.size, DType::kFloat32})
+                          ->wait(30s));
+          const int64_t ranksSum = e.size * (e.size - 1) / 2;
+          for (int64_t i = 0; i < block; ++i) {
+            const auto at = static_cast<size_t>(block * e.rank + i);
+            const float want = static_cast<float>(e.size * static_cast<int64_t>(at % 1000) + ranksSum);
+            CHILD_CHECK(own[i] == want, "block " << block << " element " << i << ": " << own[i]
+                                                 << ", want " << want);
+          }
+        }
+        return test::kExitOk;
+      });
+      EXPECT_TRUE(test::allOk(statuses)) << "MESHCOMM_SHM=" << shm << " P=" << p << "\n"
+                                         << test::describeAll(statuses);
+    }
+  }
+}
 
 // ---- emulated hosts: hierarchical algorithms -----------------------------------------
 
