@@ -219,6 +219,12 @@ IoResult waitReadable(int fd, const Deadline& deadline) {
   return pollFor(fd, POLLIN, deadline);
 }
 
+std::string hostName() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 std::string localAddress(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -256,9 +262,7 @@ std::string routableAddressTowards(const std::string& towards, uint16_t port) {
       }
     }
   }
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
+  return hostName();
 }
 
 }  // namespace meshcomm

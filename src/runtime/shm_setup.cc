@@ -8,6 +8,7 @@
 #include "common/crypto.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "common/socket.h"
 #include "meshcomm/error.h"
 #include "transport/shm/single_copy.h"
 
@@ -16,12 +17,6 @@ namespace {
 
 // Disabled on a host: published instead of a segment name.
 constexpr char kOff[] = "-";
-
-std::string hostName() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 size_t slotBytesFromEnv() {
   int64_t v = envIntOr("MESHCOMM_SHM_SLOT_BYTES", 512 * 1024);

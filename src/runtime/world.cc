@@ -35,12 +35,6 @@ constexpr char kWorldGroupName[] = "mccl_world_group";
 constexpr char kWorldGroupAlias[] = "hccl_world_group";
 constexpr char kKeyRoot[] = "__meshcomm";
 
-std::string hostName() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // The IPv4 address of a named interface (MESHCOMM_SOCKET_IFNAME).
 std::string interfaceAddress(const std::string& ifname) {
   ifaddrs* list = nullptr;
