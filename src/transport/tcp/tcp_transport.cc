@@ -28,8 +28,6 @@ constexpr int kMaxBlockingPollMs = 100;
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
-// Whether two tags belong to the same collective call (collectives/comm.h:
-// top bit set, then the call's sequence number above a 24-bit step).
 [[noreturn]] void throwReason(wire::AbortReason reason, const std::string& text) {
   switch (reason) {
     case wire::AbortReason::kPeerLost: throw PeerLost(text);
@@ -42,17 +40,14 @@ bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
 }  // namespace
 
-struct TcpTransport::Unexpected {
-  wire::Header header;
-  Bytes data;
-  size_t fill = 0;
-  bool complete() const { return fill == data.size(); }
-};
-
 struct TcpTransport::Pair {
   enum class State { kIdle, kAwaitingDial, kConnected, kClosed };
 
-  int peer = -1;
+  Pair(int peerRank, std::string peerName, const Inbox::Describe& describe,
+       UnexpectedBudget& budget)
+      : peer(peerRank), inbox(std::move(peerName), describe, budget) {}
+
+  int peer;
   State state = State::kIdle;
   Fd fd;
   // Outgoing messages in post order; the front one may be half written.
@@ -60,24 +55,24 @@ struct TcpTransport::Pair {
   wire::Header sendHeader;
   size_t sendHeaderSent = 0;
   bool sendStarted = false;
-  // Posted receives not yet matched to an arriving message.
-  std::deque<RequestPtr> recvs;
-  // The arriving message: its header, then its payload into the matched
-  // receive's buffer or an unexpected-message buffer.
+  // The arriving message: its header, then its payload, which the inbox
+  // places (a data message) or abortData takes (an abort frame).
   wire::Header inHeader;
   size_t inHeaderFill = 0;
-  bool inPayload = false;
-  RequestPtr inTarget;
-  std::shared_ptr<Unexpected> inUnexpected;
-  std::deque<std::shared_ptr<Unexpected>> unexpected;
+  Inbox inbox;
+  bool inAbort = false;
+  Bytes abortData;
+  size_t abortFill = 0;
   bool hangup = false;  // the peer closed its side; read out what is left
 
-  bool midMessage() const { return inHeaderFill > 0 || inPayload; }
-  bool wantsRead() const { return !recvs.empty() || midMessage() || hangup; }
+  bool inPayload() const { return inAbort || inbox.midMessage(); }
+  bool midMessage() const { return inHeaderFill > 0 || inPayload(); }
+  bool wantsRead() const { return inbox.hasPosted() || midMessage() || hangup; }
   bool active() const { return !sends.empty() || wantsRead(); }
 };
 
-TcpTransport::TcpTransport(TcpTransportOptions options) : options_(std::move(options)) {
+TcpTransport::TcpTransport(TcpTransportOptions options)
+    : options_(std::move(options)), budget_{options_.maxUnexpectedBytes, 0} {
   MESHCOMM_CHECK(options_.rank >= 0 && options_.rank < size());
   pairs_.resize(options_.worldRanks.size());
   uint16_t port = 0;
@@ -98,8 +93,7 @@ std::string TcpTransport::describePeer(int peer) const {
 TcpTransport::Pair& TcpTransport::pair(int peer) {
   auto& slot = pairs_[static_cast<size_t>(peer)];
   if (!slot) {
-    slot = std::make_unique<Pair>();
-    slot->peer = peer;
+    slot = std::make_unique<Pair>(peer, describePeer(peer), options_.describeSignature, budget_);
   }
   return *slot;
 }
@@ -213,7 +207,7 @@ RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature
   Pair& p = pair(peer);
   try {
     ensureConnection(p);
-    matchPostedAgainstUnexpected(p, r, "receiving from " + describePeer(peer));
+    p.inbox.post(r, "receiving from " + describePeer(peer));
     // A peer that closed its connection can still have left messages here
     // (matched above), but it will send nothing more.
     if (p.state == Pair::State::kClosed && !r->done()) {
@@ -224,64 +218,6 @@ RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature
     throw;
   }
   return r;
-}
-
-void TcpTransport::checkMatch(const Pair& p, const Request& r, const wire::Header& h,
-                              const std::string& during) const {
-  MessageSignature got{h.opcode, h.dtype, h.reduceOp, h.opCount, h.detail};
-  if (!(got == r.signature) || h.bytes != r.bytes) {
-    auto describe = [&](const MessageSignature& sig, uint64_t bytes) {
-      if (options_.describeSignature) return options_.describeSignature(sig, bytes);
-      std::ostringstream d;
-      d << "opcode " << int(sig.opcode) << ", dtype " << int(sig.dtype) << ", op "
-        << int(sig.reduceOp) << ", " << sig.opCount << " elements, detail " << sig.detail
-        << ", " << bytes << " bytes";
-      return d.str();
-    };
-    std::ostringstream os;
-    os << during << ": " << describePeer(p.peer)
-       << " is not running the same operation as this rank: it sent ["
-       << describe(got, h.bytes) << "] where this rank expects ["
-       << describe(r.signature, r.bytes)
-       << "]. Every rank must issue the same collectives in the same order, with "
-          "matching sizes, dtypes, ops and roots.";
-    throw Mismatch(os.str());
-  }
-}
-
-void TcpTransport::matchPostedAgainstUnexpected(Pair& p, const RequestPtr& r,
-                                                const std::string& during) {
-  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
-    Unexpected& u = **it;
-    if (u.header.tag != r->tag) continue;
-    checkMatch(p, *r, u.header, during);
-    if (u.fill > 0) std::memcpy(r->data, u.data.data(), u.fill);
-    r->transferred = u.fill;
-    unexpectedBytes_ -= u.data.size();
-    if (u.complete()) {
-      r->state = Request::State::kDone;
-    } else {
-      // The message is arriving right now: steer the rest of it straight
-      // into the receive's buffer.
-      MESHCOMM_CHECK(p.inUnexpected == *it);
-      p.inUnexpected.reset();
-      p.inTarget = r;
-    }
-    p.unexpected.erase(it);
-    return;
-  }
-  // Every message of one collective call carries the call's signature, so a
-  // message of the same call that disagrees with it means the peer runs a
-  // different operation, even when the two schedules use different steps
-  // (an all_reduce against an all_gather) and no tag would ever match.
-  for (const auto& u : p.unexpected) {
-    if (sameCollectiveCall(u->header.tag, r->tag)) {
-      MessageSignature got{u->header.opcode, u->header.dtype, u->header.reduceOp,
-                           u->header.opCount, u->header.detail};
-      if (!(got == r->signature)) checkMatch(p, *r, u->header, during);
-    }
-  }
-  p.recvs.push_back(r);
 }
 
 void TcpTransport::progressSend(Pair& p, const std::string& during) {
@@ -346,70 +282,38 @@ void TcpTransport::onHeader(Pair& p, const std::string& during) {
     if (h.bytes > wire::kMaxAbortBytes) {
       throw Error(during + ": oversized abort message from " + describePeer(p.peer));
     }
-    auto u = std::make_shared<Unexpected>();
-    u->header = h;
-    u->data.resize(h.bytes);
-    p.inUnexpected = u;  // read it, then raise (see progressRecv)
-    p.inPayload = true;
+    p.abortData.assign(h.bytes, 0);  // read it, then raise (see progressRecv)
+    p.abortFill = 0;
+    p.inAbort = true;
     return;
   }
   if (kind != wire::Kind::kData) {
     throw Error(during + ": unexpected message kind " + std::to_string(h.kind) + " from " +
                 describePeer(p.peer));
   }
-  for (auto it = p.recvs.begin(); it != p.recvs.end(); ++it) {
-    if ((*it)->tag != h.tag) continue;
-    checkMatch(p, **it, h, during);
-    p.inTarget = *it;
-    p.recvs.erase(it);
-    p.inPayload = true;
-    return;
-  }
-  // As in matchPostedAgainstUnexpected: a message of a call this rank is
-  // receiving for, with another signature, is a disagreement.
-  for (const auto& r : p.recvs) {
-    if (sameCollectiveCall(r->tag, h.tag)) {
-      MessageSignature got{h.opcode, h.dtype, h.reduceOp, h.opCount, h.detail};
-      if (!(got == r->signature)) checkMatch(p, *r, h, during);
-    }
-  }
-  if (unexpectedBytes_ + h.bytes > options_.maxUnexpectedBytes) {
-    throw Error(during + ": " + describePeer(p.peer) + " sent " + std::to_string(h.bytes) +
-                " bytes nobody is receiving yet, beyond the buffering limit of " +
-                std::to_string(options_.maxUnexpectedBytes) +
-                " bytes (MESHCOMM_MAX_UNEXPECTED_BYTES); post matching receives");
-  }
-  auto u = std::make_shared<Unexpected>();
-  u->header = h;
-  u->data.resize(h.bytes);
-  unexpectedBytes_ += h.bytes;
-  p.unexpected.push_back(u);
-  p.inUnexpected = u;
-  p.inPayload = true;
+  MessageSignature sig{h.opcode, h.dtype, h.reduceOp, h.opCount, h.detail};
+  p.inbox.arrive(Envelope{h.tag, sig, h.bytes}, during);
 }
 
 void TcpTransport::progressRecv(Pair& p, const std::string& during) {
   while (p.wantsRead()) {
-    uint8_t* dst = nullptr;
-    size_t want = 0;
-    if (!p.inPayload) {
-      dst = reinterpret_cast<uint8_t*>(&p.inHeader) + p.inHeaderFill;
-      want = sizeof(wire::Header) - p.inHeaderFill;
-    } else if (p.inTarget) {
-      dst = p.inTarget->data + p.inTarget->transferred;
-      want = p.inTarget->bytes - p.inTarget->transferred;
+    std::span<uint8_t> space;
+    if (!p.inPayload()) {
+      space = {reinterpret_cast<uint8_t*>(&p.inHeader) + p.inHeaderFill,
+               sizeof(wire::Header) - p.inHeaderFill};
+    } else if (p.inAbort) {
+      space = {p.abortData.data() + p.abortFill, p.abortData.size() - p.abortFill};
     } else {
-      dst = p.inUnexpected->data.data() + p.inUnexpected->fill;
-      want = p.inUnexpected->data.size() - p.inUnexpected->fill;
+      space = p.inbox.space();
     }
-    if (want > 0) {
-      ssize_t got = ::recv(p.fd.get(), dst, want, MSG_DONTWAIT);
+    if (!space.empty()) {
+      ssize_t got = ::recv(p.fd.get(), space.data(), space.size(), MSG_DONTWAIT);
       if (got == 0) {
         // The peer closed its end. Between messages, with nothing expected
         // from or queued for it, that is a peer that finished its part and
         // exited cleanly (it may leave right after sending its last message
         // of the last collective); only a later post to it is an error.
-        if (!p.midMessage() && p.recvs.empty() && p.sends.empty()) {
+        if (!p.midMessage() && !p.inbox.hasPosted() && p.sends.empty()) {
           p.fd.reset();
           p.state = Pair::State::kClosed;
           p.hangup = false;
@@ -423,37 +327,30 @@ void TcpTransport::progressRecv(Pair& p, const std::string& during) {
         peerLost(p, std::strerror(errno), during);
       }
       auto n = static_cast<size_t>(got);
-      if (!p.inPayload) {
+      if (!p.inPayload()) {
         p.inHeaderFill += n;
         if (p.inHeaderFill < sizeof(wire::Header)) continue;
         onHeader(p, during);
         continue;  // a zero-byte payload completes on the next pass
       }
-      if (p.inTarget) {
-        p.inTarget->transferred += n;
+      if (p.inAbort) {
+        p.abortFill += n;
       } else {
-        p.inUnexpected->fill += n;
+        p.inbox.arrived(n);
       }
-      if (n < want) continue;
+      if (n < space.size()) continue;
     }
     // The payload is complete.
-    if (p.inTarget) {
-      p.inTarget->state = Request::State::kDone;
-      p.inTarget.reset();
-    } else if (p.inUnexpected) {
-      auto u = std::move(p.inUnexpected);
-      if (static_cast<wire::Kind>(u->header.kind) == wire::Kind::kAbort) {
-        std::string text;
-        auto reason = wire::AbortReason::kAborted;
-        if (!u->data.empty()) {
-          reason = static_cast<wire::AbortReason>(u->data[0]);
-          text.assign(u->data.begin() + 1, u->data.end());
-        }
-        throwReason(reason, during + ": " + describePeer(p.peer) +
-                                " aborted the group: " + text);
+    if (p.inAbort) {
+      std::string text;
+      auto reason = wire::AbortReason::kAborted;
+      if (!p.abortData.empty()) {
+        reason = static_cast<wire::AbortReason>(p.abortData[0]);
+        text.assign(p.abortData.begin() + 1, p.abortData.end());
       }
+      throwReason(reason, during + ": " + describePeer(p.peer) + " aborted the group: " + text);
     }
-    p.inPayload = false;
+    p.inbox.finish();
     p.inHeaderFill = 0;
   }
 }
@@ -708,18 +605,13 @@ void TcpTransport::failWith(std::exception_ptr error) {
                                           MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     for (auto& r : p.sends) r->state = Request::State::kFailed;
-    for (auto& r : p.recvs) r->state = Request::State::kFailed;
-    if (p.inTarget) p.inTarget->state = Request::State::kFailed;
     p.sends.clear();
-    p.recvs.clear();
-    p.inTarget.reset();
-    p.unexpected.clear();
+    p.inbox.failAll();
     p.fd.reset();
     p.state = Pair::State::kClosed;
   }
   accepting_.clear();
   listener_.reset();
-  unexpectedBytes_ = 0;
 }
 
 void TcpTransport::abort(std::exception_ptr error) { failWith(std::move(error)); }

@@ -23,6 +23,7 @@
 
 #include "common/fd.h"
 #include "meshcomm/store.h"
+#include "transport/inbox.h"
 #include "transport/peer_monitor.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
@@ -67,7 +68,6 @@ class TcpTransport final : public Transport {
   int connectionCount() const;
 
  private:
-  struct Unexpected;
   struct Pair;
 
   Pair& pair(int peer);
@@ -85,10 +85,7 @@ class TcpTransport final : public Transport {
   void progressRecv(Pair& p, const std::string& during);
   void finishDial(Pair& p, const std::string& during);
   void onHeader(Pair& p, const std::string& during);
-  void matchPostedAgainstUnexpected(Pair& p, const RequestPtr& r, const std::string& during);
   [[noreturn]] void peerLost(Pair& p, const std::string& why, const std::string& during);
-  void checkMatch(const Pair& p, const Request& r, const wire::Header& h,
-                  const std::string& during) const;
   std::string helloPayload(int from, int to) const;
 
   TcpTransportOptions options_;
@@ -102,7 +99,7 @@ class TcpTransport final : public Transport {
     size_t payloadFill = 0;
   };
   std::vector<PendingAccept> accepting_;
-  size_t unexpectedBytes_ = 0;
+  UnexpectedBudget budget_;  // shared by every pair's inbox
   std::vector<struct pollfd> pollFds_;
   std::vector<Pair*> pollOwners_;
   // The last poll() was cut short by a signal handler.
