@@ -32,6 +32,13 @@ MessageSignature signature(Opcode opcode, DType dtype, uint64_t count, uint64_t 
                           static_cast<uint8_t>(op), count, detail};
 }
 
+// Elements before rank `r`'s block in a split of `counts`.
+int64_t offsetOfRank(const std::vector<int64_t>& counts, int r) {
+  int64_t off = 0;
+  for (int i = 0; i < r; ++i) off += counts[static_cast<size_t>(i)];
+  return off;
+}
+
 class Checker {
  public:
   Checker(const char* op, const GroupImpl& g) : op_(op), g_(g) {}
@@ -81,6 +88,23 @@ class Checker {
              std::to_string(like.numel) + " elements, one has " + std::to_string(t.numel));
       }
     }
+  }
+  // `part`, one rank's block of a collective whose other buffer is
+  // `whole`, must lie apart from `whole` or be exactly this rank's block of
+  // it, `ownOffset` elements in (the in-place form). Anything in between
+  // would have the collective overwrite data it has yet to read.
+  void apartOrOwnBlock(const TensorRef& part, const TensorRef& whole, int64_t ownOffset,
+                       const char* partName, const char* wholeName) const {
+    const auto p0 = reinterpret_cast<uintptr_t>(part.data);
+    const auto w0 = reinterpret_cast<uintptr_t>(whole.data);
+    const uintptr_t p1 = p0 + part.bytes();
+    const uintptr_t w1 = w0 + whole.bytes();
+    if (part.bytes() == 0 || whole.bytes() == 0 || p1 <= w0 || w1 <= p0) return;
+    const size_t own = static_cast<size_t>(ownOffset) * dtypeSize(whole.dtype);
+    if (p0 == w0 + own) return;
+    fail(std::string(partName) + " overlaps the " + wholeName + " without being this rank's block of it (" +
+         std::to_string(ownOffset) + " elements in); pass separate buffers, or exactly that block for an "
+         "in-place call");
   }
   void counts(const std::vector<int64_t>& counts, int64_t total, const char* name) const {
     listSize(counts.size(), name);
@@ -203,6 +227,7 @@ WorkPtr ProcessGroup::allGatherInto(TensorRef output, TensorRef input, const OpO
     check.fail("the output must hold size x input = " + std::to_string(input.numel * size()) +
                " elements, it has " + std::to_string(output.numel));
   }
+  check.apartOrOwnBlock(input, output, input.numel * rank(), "the input", "output");
   auto blocks = blocksOf(output, equalCounts(input.numel, size()));
   return impl_->runCollective("all_gather_into_tensor",
                               signature(Opcode::kAllGather, input.dtype, input.numel), o,
@@ -222,6 +247,7 @@ WorkPtr ProcessGroup::allGatherUneven(TensorRef output, TensorRef input,
     check.fail("this rank's split size is " + std::to_string(counts[static_cast<size_t>(rank())]) +
                " but its input has " + std::to_string(input.numel) + " elements");
   }
+  check.apartOrOwnBlock(input, output, offsetOfRank(counts, rank()), "the input", "output");
   auto blocks = blocksOf(output, counts);
   return impl_->runCollective(
       "all_gather_into_tensor_uneven",
@@ -260,6 +286,7 @@ WorkPtr ProcessGroup::reduceScatterTensor(TensorRef output, TensorRef input, con
     check.fail("the input must hold size x output = " + std::to_string(output.numel * size()) +
                " elements, it has " + std::to_string(input.numel));
   }
+  check.apartOrOwnBlock(output, input, output.numel * rank(), "the output", "input");
   std::vector<size_t> counts(static_cast<size_t>(size()), static_cast<size_t>(output.numel));
   return impl_->runCollective(
       "reduce_scatter_tensor",
@@ -281,6 +308,7 @@ WorkPtr ProcessGroup::reduceScatterUneven(TensorRef output, TensorRef input,
     check.fail("this rank's split size is " + std::to_string(counts[static_cast<size_t>(rank())]) +
                " but its output has " + std::to_string(output.numel) + " elements");
   }
+  check.apartOrOwnBlock(output, input, offsetOfRank(counts, rank()), "the output", "input");
   std::vector<size_t> sizes(counts.begin(), counts.end());
   return impl_->runCollective(
       "reduce_scatter_tensor_uneven",

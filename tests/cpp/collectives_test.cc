@@ -573,10 +573,11 @@ INSTANTIATE_TEST_SUITE_P(Coll, CollShm, ::testing::Values(2, 3, 4, 5, 8),
 
 // ---- in place ------------------------------------------------------------------------
 
-// reduceScatterTensor whose output is this rank's own block of the input
-// (the in-place form NCCL users rely on), on every rank including those
-// whose block is not the first: small, and large enough for many rounds.
-TEST(CollInPlace, ReduceScatterIntoOwnBlockOfTheInput) {
+// reduceScatterTensor whose output is this rank's own block of the input,
+// and allGatherInto whose input is its own block of the output (the
+// in-place forms NCCL users rely on), on every rank including those whose
+// block is not the first: small, and large enough for many rounds.
+TEST(CollInPlace, ReduceScatterAndAllGatherOnOwnBlock) {
   for (const char* shm : {"1", "0"}) {
     ScopedEnv env("MESHCOMM_SHM", shm);
     for (int p : {3, 4}) {
@@ -598,7 +599,28 @@ TEST(CollInPlace, ReduceScatterIntoOwnBlockOfTheInput) {
             CHILD_CHECK(own[i] == want, "block " << block << " element " << i << ": " << own[i]
                                                  << ", want " << want);
           }
+          // all_gather_into_tensor whose input is this rank's block of the output.
+          for (size_t i = 0; i < data.size(); ++i) data[i] = -1.0f;
+          for (int64_t i = 0; i < block; ++i) own[i] = static_cast<float>(e.rank * 1000 + i % 1000);
+          CHILD_CHECK(pg.allGatherInto(TensorRef{data.data(), block * e.size, DType::kFloat32},
+                                       TensorRef{own, block, DType::kFloat32})
+                          ->wait(30s));
+          for (int r = 0; r < e.size; ++r) {
+            for (int64_t i = 0; i < block; ++i) {
+              const float got = data[static_cast<size_t>(block * r + i)];
+              CHILD_CHECK(got == static_cast<float>(r * 1000 + i % 1000),
+                          "all_gather block " << block << " of rank " << r << " element " << i << ": " << got);
+            }
+          }
         }
+        // Overlapping, but not this rank's block: refused before any
+        // communication, on every rank alike.
+        std::vector<float> data(12);
+        test::Caught c = test::catchError([&] {
+          pg.reduceScatterTensor(TensorRef{data.data() + 1, 12 / e.size, DType::kFloat32},
+                                 TensorRef{data.data(), 12, DType::kFloat32});
+        });
+        CHILD_CHECK(c == test::Caught::kInvalidArgument, "partial overlap: " << test::caughtName(c));
         return test::kExitOk;
       });
       EXPECT_TRUE(test::allOk(statuses)) << "MESHCOMM_SHM=" << shm << " P=" << p << "\n"
