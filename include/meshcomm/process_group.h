@@ -87,6 +87,8 @@ class MESHCOMM_API ProcessGroup {
   WorkPtr allGather(const std::vector<TensorRef>& outputs, TensorRef input,
                     const OpOptions& options = {});
   // output = concatenation of every rank's input (output.numel == size * input.numel).
+  // Here and in the uneven form, input may be exactly this rank's block of
+  // output (in place); any other overlap is an InvalidArgument.
   WorkPtr allGatherInto(TensorRef output, TensorRef input, const OpOptions& options = {});
   // output = concatenation of inputs of counts[r] elements each.
   WorkPtr allGatherUneven(TensorRef output, TensorRef input,
@@ -96,6 +98,8 @@ class MESHCOMM_API ProcessGroup {
   WorkPtr reduceScatter(TensorRef output, const std::vector<TensorRef>& inputs,
                         const OpOptions& options = {});
   // input holds size equal blocks; output = op over ranks of block[rank].
+  // Here and in the uneven form, output may be exactly this rank's block of
+  // input (in place); any other overlap is an InvalidArgument.
   WorkPtr reduceScatterTensor(TensorRef output, TensorRef input,
                               const OpOptions& options = {});
   // input holds blocks of counts[r] elements; output = op of block[rank].
