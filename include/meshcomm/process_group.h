@@ -117,6 +117,8 @@ class MESHCOMM_API ProcessGroup {
   // Rank r receives block r of the root's input.
   WorkPtr scatterTensor(TensorRef output, TensorRef input, const OpOptions& options = {});
   // outputs[r] receives rank r's inputs[rank]; sizes may differ per pair.
+  // Here and in allToAllSingle no output may overlap an input
+  // (InvalidArgument).
   WorkPtr allToAll(const std::vector<TensorRef>& outputs,
                    const std::vector<TensorRef>& inputs, const OpOptions& options = {});
   // Rank r's input holds sendCounts[j] elements for each rank j in order;

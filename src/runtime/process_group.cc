@@ -106,6 +106,19 @@ class Checker {
          std::to_string(ownOffset) + " elements in); pass separate buffers, or exactly that block for an "
          "in-place call");
   }
+  // No byte of any `outputs` block may be one of the `inputs` blocks: an
+  // exchange writes some outputs before it has sent every input.
+  void apart(const std::vector<Block>& outputs, const std::vector<Block>& inputs) const {
+    for (const Block& o : outputs) {
+      const auto o0 = reinterpret_cast<uintptr_t>(o.data);
+      for (const Block& i : inputs) {
+        const auto i0 = reinterpret_cast<uintptr_t>(i.data);
+        if (o.bytes > 0 && i.bytes > 0 && o0 < i0 + i.bytes && i0 < o0 + o.bytes) {
+          fail("an output overlaps an input; the outputs need buffers of their own");
+        }
+      }
+    }
+  }
   void counts(const std::vector<int64_t>& counts, int64_t total, const char* name) const {
     listSize(counts.size(), name);
     int64_t sum = 0;
@@ -405,6 +418,7 @@ WorkPtr ProcessGroup::allToAll(const std::vector<TensorRef>& outputs,
   DType dtype = inputs.empty() ? DType::kUInt8 : inputs[0].dtype;
   auto sends = blocksOf(inputs);
   auto recvs = blocksOf(outputs);
+  check.apart(recvs, sends);
   return impl_->runCollective("all_to_all", signature(Opcode::kAllToAll, dtype, 0), o,
                               [sends, recvs](Comm& c) { collectives::allToAll(c, sends, recvs); });
 }
@@ -429,6 +443,8 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
   };
   auto sends = blocksOf(input, split(sendCounts, input, "input_split_sizes"));
   auto recvs = blocksOf(output, split(recvCounts, output, "output_split_sizes"));
+  check.apart({Block{static_cast<uint8_t*>(output.data), output.bytes()}},
+              {Block{static_cast<uint8_t*>(input.data), input.bytes()}});
   return impl_->runCollective("all_to_all_single", signature(Opcode::kAllToAll, input.dtype, 0), o,
                               [sends, recvs](Comm& c) { collectives::allToAll(c, sends, recvs); });
 }

@@ -613,14 +613,19 @@ TEST(CollInPlace, ReduceScatterAndAllGatherOnOwnBlock) {
             }
           }
         }
-        // Overlapping, but not this rank's block: refused before any
-        // communication, on every rank alike.
+        // Overlapping, but not this rank's block (or all_to_all on one
+        // buffer): refused before any communication, on every rank alike.
         std::vector<float> data(12);
         test::Caught c = test::catchError([&] {
           pg.reduceScatterTensor(TensorRef{data.data() + 1, 12 / e.size, DType::kFloat32},
                                  TensorRef{data.data(), 12, DType::kFloat32});
         });
         CHILD_CHECK(c == test::Caught::kInvalidArgument, "partial overlap: " << test::caughtName(c));
+        c = test::catchError([&] {
+          pg.allToAllSingle(TensorRef{data.data(), 12, DType::kFloat32}, TensorRef{data.data(), 12, DType::kFloat32},
+                            {}, {});
+        });
+        CHILD_CHECK(c == test::Caught::kInvalidArgument, "all_to_all_single in place: " << test::caughtName(c));
         return test::kExitOk;
       });
       EXPECT_TRUE(test::allOk(statuses)) << "MESHCOMM_SHM=" << shm << " P=" << p << "\n"
