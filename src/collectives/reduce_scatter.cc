@@ -33,7 +33,7 @@ void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blo
   auto* out = static_cast<uint8_t*>(output);
   const std::vector<size_t> offs = offsetsOf(blockCounts);
   if (p == 1) {
-    if (out != in) std::memmove(out, in, blockCounts[0] * es);
+    if (out != in && blockCounts[0] > 0) std::memmove(out, in, blockCounts[0] * es);
     return;
   }
   const int right = wrap(r, 1, p);

@@ -38,7 +38,10 @@ static_assert(sizeof(RingHeader) == kLine);
 
 size_t padding(uint64_t position) { return static_cast<size_t>((kLine - position % kLine) % kLine); }
 
+// Empty transfers return first: their buffers may be null, which memcpy
+// must never see.
 void copyIn(const ShmDomain::Ring& ring, uint64_t position, const uint8_t* from, size_t n) {
+  if (n == 0) return;
   size_t at = static_cast<size_t>(position % ring.bytes);
   size_t first = std::min(n, ring.bytes - at);
   std::memcpy(ring.data + at, from, first);
@@ -46,6 +49,7 @@ void copyIn(const ShmDomain::Ring& ring, uint64_t position, const uint8_t* from,
 }
 
 void copyOut(const ShmDomain::Ring& ring, uint64_t position, uint8_t* to, size_t n) {
+  if (n == 0) return;
   size_t at = static_cast<size_t>(position % ring.bytes);
   size_t first = std::min(n, ring.bytes - at);
   std::memcpy(to, ring.data + at, first);
