@@ -351,6 +351,13 @@ def _await_mark(path, limit_s=60.0):
         time.sleep(0.01)
 
 
+def _catch_ctrl_c():
+    # A test runner started in the background of a non-interactive shell
+    # passes SIGINT on ignored, and Python then leaves it ignored; these
+    # workers are about what happens when it is not.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _main_thread_state(pid):
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
@@ -377,6 +384,7 @@ def _interrupt_once_asleep(workers, tmp_path):
 
 
 def _abandon_worker(rank, n, port, marks, op):
+    _catch_ctrl_c()
     init(rank, n, port)
     if rank == 1:
         _await_mark(os.path.join(marks, "interrupted"))  # joins after rank 0 gave up
@@ -414,6 +422,7 @@ def test_ctrl_c_abandons_a_synchronous_call(spawn_workers, free_port, tmp_path, 
 
 
 def _interrupt_worker(rank, n, port, marks):
+    _catch_ctrl_c()
     init(rank, n, port)
     if rank == 1:
         _await_mark(os.path.join(marks, "interrupted"))  # rank 0's wait was interrupted
