@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective_harness.h"
@@ -229,6 +230,32 @@ TEST_P(P2P, RingExchangeBothDirections) {
     auto statuses = test::runWorld(p, quick(), [](RankEnv& e) { return ringExchangeRounds(e, false); });
     EXPECT_TRUE(test::allOk(statuses)) << "P=" << p << "\n" << test::describeAll(statuses);
   }
+}
+
+// A rank that is done may exit while the others still talk to each other:
+// only the peers a wait depends on are checked for liveness, so rank 2
+// leaving at once must not fail ranks 0 and 1, whose waits (each over the
+// 50 ms liveness interval, async and blocking) outlast it by far.
+TEST_P(P2P, RankThatLeftEarlyDoesNotFailTheOthers) {
+  auto statuses = test::runWorld(3, quick(), [](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    if (e.rank == 2) return test::kExitOk;
+    const int peer = 1 - e.rank;
+    for (int k = 0; k < 8; ++k) {
+      int32_t out = 100 * e.rank + k;
+      int32_t in = -1;
+      if (e.rank == 0) std::this_thread::sleep_for(80ms);  // rank 1 waits meanwhile
+      OpOptions blocking;
+      blocking.blocking = e.rank == 1 && (k % 2) == 0;  // rank 0 sends first
+      WorkPtr r = pg.recv(TensorRef{&in, 1, DType::kInt32}, peer, blocking);
+      WorkPtr s = pg.send(TensorRef{&out, 1, DType::kInt32}, peer);
+      CHILD_CHECK(r->wait(20s) && s->wait(20s), "exchange " << k << " did not finish");
+      CHILD_CHECK(!r->failed() && !s->failed(), "exchange " << k << " failed");
+      CHILD_CHECK(in == 100 * peer + k, "exchange " << k << " received " << in);
+    }
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Ranks on three emulated hosts (0 0 1 1 2): every rank's batch mixes a

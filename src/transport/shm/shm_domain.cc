@@ -354,7 +354,8 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
                  [&] {
                    return describeRank(local) +
                           " on this host (shared memory); it has not reached this operation";
-                 });
+                 },
+                 [local](int i) { return i == local; });
         break;
       }
     }
@@ -384,7 +385,7 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
 }
 
 void ShmDomain::waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
-                          const std::function<std::string()>& awaited) {
+                          const std::function<std::string()>& awaited, const Needed& needed) {
   if (ready()) return;
   auto spinUntil = Deadline::Clock::now() + options_.spin;
   for (int n = 1;; ++n) {
@@ -394,11 +395,11 @@ void ShmDomain::waitUntil(const std::function<bool()>& ready, const OpContext& c
     throwIfAborted();
     if (Deadline::Clock::now() >= spinUntil) break;
   }
-  waitSlow(ready, ctx, awaited);
+  waitSlow(ready, ctx, awaited, needed);
 }
 
 void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
-                         const std::function<std::string()>& awaited) {
+                         const std::function<std::string()>& awaited, const Needed& needed) {
   WakeLine& w = layout_->wake;
   const auto yieldUntil = Deadline::Clock::now() + options_.yield;
   auto nextLiveness = Deadline::Clock::now() + kLivenessEvery;
@@ -416,7 +417,7 @@ void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ct
     signalled = false;
     auto now = Deadline::Clock::now();
     if (now >= nextLiveness || ctx.deadline.expired()) {
-      checkLiveness(ctx, awaited);
+      checkLiveness(ctx, awaited, needed);
       nextLiveness = now + kLivenessEvery;
     }
     if (now < yieldUntil) {
@@ -447,11 +448,12 @@ std::string ShmDomain::describeRank(int local) const {
          std::to_string(options_.worldRanks[static_cast<size_t>(local)]) + ")";
 }
 
-void ShmDomain::checkPeers(const std::string& during) {
+void ShmDomain::checkPeers(const std::string& during, const Needed& needed) {
   MemberLine* members = Layout::members(layout_);
   for (int i = 0; i < localSize(); ++i) {
+    if (i == options_.localRank || !needed(i)) continue;
     int32_t pid = members[i].pid.load(std::memory_order_acquire);
-    if (i == options_.localRank || processAlive(pid)) continue;
+    if (processAlive(pid)) continue;
     std::string message = during + ": " + describeRank(i) + ", process " + std::to_string(pid) +
                           " on this host, exited or was killed";
     failOp(wire::AbortReason::kPeerLost, message, std::make_exception_ptr(PeerLost(message)));
@@ -467,9 +469,10 @@ void ShmDomain::checkPeers(const std::string& during) {
   }
 }
 
-void ShmDomain::checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited) {
+void ShmDomain::checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited,
+                              const Needed& needed) {
   const std::string during = ctx.describe();
-  checkPeers(during);
+  checkPeers(during, needed);
   if (ctx.deadline.expired()) {
     std::string message = during + " timed out waiting for " + awaited();
     failOp(wire::AbortReason::kTimeout, message, std::make_exception_ptr(Timeout(message)));

@@ -100,15 +100,18 @@ class ShmDomain {
   // Wakes the local ranks sleeping in a wait: call after changing shared
   // state one of them may be waiting for (a ring's counters).
   void notify();
+  // The local ranks a wait depends on. Only their processes are checked:
+  // a rank that finished its part may exit while others still run theirs.
+  using Needed = std::function<bool(int local)>;
   // Waits until ready() returns true, as the rounds wait for a flag:
   // spin, yield, sleep, and fail (raising the abort line) on an abort, an
-  // interrupt, a dead local rank, a lost rank or the deadline. `awaited`
-  // names what the rank was waiting for, for the timeout message.
+  // interrupt, a dead needed local rank, a lost rank or the deadline.
+  // `awaited` names what the rank was waiting for, for the timeout message.
   void waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
-                 const std::function<std::string()>& awaited);
-  // Fails (raising the abort line) if a local rank's process is gone or
-  // the store reports a lost rank; `during` opens the message.
-  void checkPeers(const std::string& during);
+                 const std::function<std::string()>& awaited, const Needed& needed);
+  // Fails (raising the abort line) if the process of a needed local rank
+  // is gone or the store reports a lost rank; `during` opens the message.
+  void checkPeers(const std::string& during, const Needed& needed);
   // The error of the raised abort line, or null.
   std::exception_ptr abortError() const;
   // This rank failed mid-operation: raises the abort line with `error`'s
@@ -165,8 +168,9 @@ class ShmDomain {
                const OpContext& ctx);
   // The slow path of the waits: yields, sleeps and checks liveness.
   void waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
-                const std::function<std::string()>& awaited);
-  void checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited);
+                const std::function<std::string()>& awaited, const Needed& needed);
+  void checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited,
+                     const Needed& needed);
   [[noreturn]] void failOp(wire::AbortReason reason, const std::string& message,
                            std::exception_ptr error);
 

@@ -255,7 +255,7 @@ void ShmTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
           poll(during);
           return allDone();
         },
-        ctx, awaited);
+        ctx, awaited, [this](int local) { return pendingWith(local); });
   } catch (...) {
     failAndRethrow();
   }
@@ -277,7 +277,7 @@ void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
       auto now = Deadline::Clock::now();
       if (now >= nextPeerCheck_) {
         nextPeerCheck_ = now + kPeerCheckEvery;
-        domain_.checkPeers(during);
+        domain_.checkPeers(during, [this](int local) { return pendingWith(local); });
       }
       if (now >= until) return;
       if (now - start < kProgressSpin) continue;
@@ -291,6 +291,16 @@ void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
     if (!broken_) broken_ = std::current_exception();
     failPending();
   }
+}
+
+bool ShmTransport::pendingWith(int local) const {
+  for (const auto& p : peers_) {
+    if (p && p->local == local &&
+        (!p->sends.empty() || p->inbox.hasPosted() || p->inbox.midMessage())) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool ShmTransport::hasPending() const {

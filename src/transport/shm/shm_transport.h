@@ -62,6 +62,8 @@ class ShmTransport final : public Transport {
   struct Peer;
 
   bool pushSends(Peer& p);
+  // Whether a send to, or a receive from, local rank `local` is unfinished.
+  bool pendingWith(int local) const;
   bool drainRing(Peer& p, const std::string& during);
   // Raises the abort line with the current exception, fails every pending
   // request and rethrows.
