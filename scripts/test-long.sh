@@ -6,10 +6,13 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 JOBS=${JOBS:-$(nproc)}
 
+# A failing suite does not stop the others: every step reports, and the
+# script fails at the end if any did.
+failed=()
 run_cpp_suite() {
   local dir=$1
   echo "== C++ suite in $dir =="
-  "$dir/bin/meshcomm_tests" --gtest_brief=1
+  "$dir/bin/meshcomm_tests" --gtest_brief=1 || failed+=("C++ suite in $dir")
 }
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer =="
@@ -27,8 +30,12 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_cpp_suite build-tsan
 
 echo "== libFuzzer: store frame decoder (${FUZZ_SECONDS:-120} s) =="
 if command -v clang++ >/dev/null; then
-  make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120}
+  make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120} || failed+=("fuzz run")
 else
   echo "clang++ not found; skipping the fuzz run"
+fi
+if [[ ${#failed[@]} -gt 0 ]]; then
+  printf 'test-long: FAILED: %s\n' "${failed[@]}"
+  exit 1
 fi
 echo "test-long: all passed"
