@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace meshcomm {
@@ -22,6 +23,13 @@ inline std::vector<size_t> offsetsOf(const std::vector<size_t>& counts) {
 }
 
 inline size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Whether two byte ranges share a byte (an empty range shares none).
+inline bool rangesOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
+}
 
 // A piece of a block: `count` elements starting `offset` elements in.
 struct Chunk {

@@ -311,10 +311,9 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
   // This rank's own block is reduced straight from the input, unless the
   // output overlaps it (in place), which the kernels allow only as their
   // first input.
-  const auto ownBlock = reinterpret_cast<uintptr_t>(in + offs[static_cast<size_t>(me)] * es);
   const size_t ownBytes = blockCounts[static_cast<size_t>(me)] * es;
-  const auto out = reinterpret_cast<uintptr_t>(output);
-  const bool ownFromInput = out + ownBytes <= ownBlock || ownBlock + ownBytes <= out;
+  const bool ownFromInput =
+      !rangesOverlap(output, ownBytes, in + offs[static_cast<size_t>(me)] * es, ownBytes);
   for (size_t k = 0; k < rounds; ++k) {
     const size_t first = k * chunk;
     uint8_t* mine = op.begin();

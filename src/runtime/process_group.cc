@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "collectives/blocks.h"
 #include "collectives/collectives.h"
 #include "collectives/opcode.h"
 #include "collectives/p2p.h"
@@ -30,13 +31,6 @@ MessageSignature signature(Opcode opcode, DType dtype, uint64_t count, uint64_t 
                            ReduceOp op = ReduceOp::kSum) {
   return MessageSignature{static_cast<uint8_t>(opcode), static_cast<uint8_t>(dtype),
                           static_cast<uint8_t>(op), count, detail};
-}
-
-// Elements before rank `r`'s block in a split of `counts`.
-int64_t offsetOfRank(const std::vector<int64_t>& counts, int r) {
-  int64_t off = 0;
-  for (int i = 0; i < r; ++i) off += counts[static_cast<size_t>(i)];
-  return off;
 }
 
 class Checker {
@@ -95,13 +89,9 @@ class Checker {
   // would have the collective overwrite data it has yet to read.
   void apartOrOwnBlock(const TensorRef& part, const TensorRef& whole, int64_t ownOffset,
                        const char* partName, const char* wholeName) const {
-    const auto p0 = reinterpret_cast<uintptr_t>(part.data);
-    const auto w0 = reinterpret_cast<uintptr_t>(whole.data);
-    const uintptr_t p1 = p0 + part.bytes();
-    const uintptr_t w1 = w0 + whole.bytes();
-    if (part.bytes() == 0 || whole.bytes() == 0 || p1 <= w0 || w1 <= p0) return;
+    if (!rangesOverlap(part.data, part.bytes(), whole.data, whole.bytes())) return;
     const size_t own = static_cast<size_t>(ownOffset) * dtypeSize(whole.dtype);
-    if (p0 == w0 + own) return;
+    if (part.data == static_cast<uint8_t*>(whole.data) + own) return;
     fail(std::string(partName) + " overlaps the " + wholeName + " without being this rank's block of it (" +
          std::to_string(ownOffset) + " elements in); pass separate buffers, or exactly that block for an "
          "in-place call");
@@ -110,10 +100,8 @@ class Checker {
   // exchange writes some outputs before it has sent every input.
   void apart(const std::vector<Block>& outputs, const std::vector<Block>& inputs) const {
     for (const Block& o : outputs) {
-      const auto o0 = reinterpret_cast<uintptr_t>(o.data);
       for (const Block& i : inputs) {
-        const auto i0 = reinterpret_cast<uintptr_t>(i.data);
-        if (o.bytes > 0 && i.bytes > 0 && o0 < i0 + i.bytes && i0 < o0 + o.bytes) {
+        if (rangesOverlap(o.data, o.bytes, i.data, i.bytes)) {
           fail("an output overlaps an input; the outputs need buffers of their own");
         }
       }
@@ -260,7 +248,8 @@ WorkPtr ProcessGroup::allGatherUneven(TensorRef output, TensorRef input,
     check.fail("this rank's split size is " + std::to_string(counts[static_cast<size_t>(rank())]) +
                " but its input has " + std::to_string(input.numel) + " elements");
   }
-  check.apartOrOwnBlock(input, output, offsetOfRank(counts, rank()), "the input", "output");
+  check.apartOrOwnBlock(input, output, std::accumulate(counts.begin(), counts.begin() + rank(), int64_t{0}),
+                        "the input", "output");
   auto blocks = blocksOf(output, counts);
   return impl_->runCollective(
       "all_gather_into_tensor_uneven",
@@ -321,7 +310,8 @@ WorkPtr ProcessGroup::reduceScatterUneven(TensorRef output, TensorRef input,
     check.fail("this rank's split size is " + std::to_string(counts[static_cast<size_t>(rank())]) +
                " but its output has " + std::to_string(output.numel) + " elements");
   }
-  check.apartOrOwnBlock(output, input, offsetOfRank(counts, rank()), "the output", "input");
+  check.apartOrOwnBlock(output, input, std::accumulate(counts.begin(), counts.begin() + rank(), int64_t{0}),
+                        "the output", "input");
   std::vector<size_t> sizes(counts.begin(), counts.end());
   return impl_->runCollective(
       "reduce_scatter_tensor_uneven",

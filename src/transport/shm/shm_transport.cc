@@ -71,6 +71,9 @@ struct ShmTransport::Peer {
   uint64_t written = 0;   // this rank's copy of the outgoing ring's counter
   uint64_t consumed = 0;  // this rank's copy of the incoming ring's counter
   Inbox inbox;
+
+  // A send to it or a receive from it is unfinished.
+  bool busy() const { return !sends.empty() || inbox.hasPosted() || inbox.midMessage(); }
 };
 
 ShmTransport::ShmTransport(ShmDomain& domain, int groupRank, std::vector<int> localOf,
@@ -295,17 +298,14 @@ void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
 
 bool ShmTransport::pendingWith(int local) const {
   for (const auto& p : peers_) {
-    if (p && p->local == local &&
-        (!p->sends.empty() || p->inbox.hasPosted() || p->inbox.midMessage())) {
-      return true;
-    }
+    if (p && p->local == local && p->busy()) return true;
   }
   return false;
 }
 
 bool ShmTransport::hasPending() const {
   for (const auto& p : peers_) {
-    if (p && (!p->sends.empty() || p->inbox.hasPosted() || p->inbox.midMessage())) return true;
+    if (p && p->busy()) return true;
   }
   return false;
 }
