@@ -340,25 +340,14 @@ void ShmDomain::failOp(wire::AbortReason reason, const std::string& message,
 void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
                         uint32_t history, const OpContext& ctx) {
   FlagLine& f = flag(local, round);
-  if (f.round.load(std::memory_order_acquire) < round) {
-    // Spin first: on an idle core the peer usually arrives within a few
-    // hundred nanoseconds, far sooner than any system call returns.
-    auto spinUntil = Deadline::Clock::now() + options_.spin;
-    int n = 0;
-    while (f.round.load(std::memory_order_acquire) < round) {
-      MESHCOMM_CPU_RELAX();
-      if ((++n & 255) != 0) continue;
-      throwIfAborted();
-      if (Deadline::Clock::now() >= spinUntil) {
-        waitSlow([&] { return f.round.load(std::memory_order_acquire) >= round; }, ctx,
-                 [&] {
-                   return describeRank(local) +
-                          " on this host (shared memory); it has not reached this operation";
-                 },
-                 [local](int i) { return i == local; });
-        break;
-      }
-    }
+  auto reached = [&] { return f.round.load(std::memory_order_acquire) >= round; };
+  if (!reached()) {
+    waitUntil(reached, ctx,
+              [&] {
+                return describeRank(local) +
+                       " on this host (shared memory); it has not reached this operation";
+              },
+              [local](int i) { return i == local; });
   }
   if (sig == nullptr) return;
   MessageSignature theirs{f.opcode, f.dtype, f.reduceOp, f.opCount, f.detail};
@@ -387,13 +376,23 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
 void ShmDomain::waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
                           const std::function<std::string()>& awaited, const Needed& needed) {
   if (ready()) return;
-  auto spinUntil = Deadline::Clock::now() + options_.spin;
-  for (int n = 1;; ++n) {
-    MESHCOMM_CPU_RELAX();
-    if (ready()) return;
-    if ((n & 63) != 0) continue;
-    throwIfAborted();
-    if (Deadline::Clock::now() >= spinUntil) break;
+  // Spin first: on an idle core the peer usually arrives within a few
+  // hundred nanoseconds, far sooner than any system call returns. Without
+  // a spin (more ranks than cores) go straight to yielding: every pause
+  // holds the core the awaited rank may be queued for.
+  if (options_.spin.count() > 0) {
+    // The clock is read only every 16 pauses (about half a microsecond):
+    // a fast handoff should not pay for it.
+    Deadline::Clock::time_point spinUntil{};
+    for (int n = 1;; ++n) {
+      MESHCOMM_CPU_RELAX();
+      if (ready()) return;
+      if ((n & 15) != 0) continue;
+      throwIfAborted();
+      auto now = Deadline::Clock::now();
+      if (n == 16) spinUntil = now + options_.spin;
+      if (now >= spinUntil) break;
+    }
   }
   waitSlow(ready, ctx, awaited, needed);
 }
