@@ -5,6 +5,8 @@
 
 #include "collectives/blocks.h"
 #include "common/check.h"
+#include "common/stream_copy.h"
+#include "collectives/tuning.h"
 #include "reduce/reduce.h"
 #include "transport/shm/single_copy.h"
 
@@ -16,6 +18,22 @@ constexpr size_t kAlign = 64;  // slices and regions start on cache lines
 // memmove: a rank's own block may be its input (in-place calls).
 void copy(void* to, const void* from, size_t bytes) {
   if (bytes > 0 && to != from) std::memmove(to, from, bytes);
+}
+
+// A copy into an output the collective has not read: streamed past the
+// caches when `stream` (streamOutput() of the call's output size).
+void copyOut(void* to, const void* from, size_t bytes, bool stream) {
+  if (stream && !rangesOverlap(to, bytes, from, bytes)) {
+    streamCopy(to, from, bytes);
+  } else {
+    copy(to, from, bytes);
+  }
+}
+
+size_t totalBytes(const std::vector<Block>& blocks) {
+  size_t n = 0;
+  for (const Block& b : blocks) n += b.bytes;
+  return n;
 }
 
 size_t alignDown(size_t n) { return n / kAlign * kAlign; }
@@ -234,6 +252,7 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
   }
   const size_t piece = op.slotBytes();
   const size_t rounds = roundsFor(bytes, piece);
+  const bool stream = streamOutput(bytes);
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     const size_t n = std::min(piece, bytes - off);
@@ -242,7 +261,7 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
     op.publish();
     if (isRoot) continue;
     op.wait(root);
-    copy(out + off, op.slot(root), n);
+    copyOut(out + off, op.slot(root), n, stream);
   }
 }
 
@@ -288,7 +307,8 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vecto
   const bool useInline = fitsInline(largest);
   const size_t piece = useInline ? ShmDomain::kInlineBytes : op.slotBytes();
   const size_t rounds = roundsFor(largest, piece);
-  copy(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes);
+  const bool stream = streamOutput(totalBytes(outputs));
+  copyOut(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes, stream);
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     uint8_t* mine = op.begin();
@@ -299,7 +319,8 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vecto
     for (int i = 0; i < p; ++i) {
       const Block& b = outputs[static_cast<size_t>(i)];
       if (i == op.rank() || off >= b.bytes) continue;
-      copy(b.data + off, useInline ? op.inlineOf(i) : op.slot(i), std::min(piece, b.bytes - off));
+      copyOut(b.data + off, useInline ? op.inlineOf(i) : op.slot(i), std::min(piece, b.bytes - off),
+              stream);
     }
   }
 }
@@ -387,7 +408,8 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<B
   const auto* in = static_cast<const uint8_t*>(input);
   const bool isRoot = op.rank() == root;
   const size_t piece = op.slotBytes();
-  if (isRoot) copy(outputs[static_cast<size_t>(root)].data, in, inputBytes);
+  const bool stream = isRoot && streamOutput(totalBytes(outputs));
+  if (isRoot) copyOut(outputs[static_cast<size_t>(root)].data, in, inputBytes, stream);
   size_t rounds = 1;
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
@@ -403,7 +425,9 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<B
     if (!isRoot) continue;
     for (int i = 0; i < op.size(); ++i) {
       const Block& b = outputs[static_cast<size_t>(i)];
-      if (i != root && off < b.bytes) copy(b.data + off, op.slot(i), std::min(piece, b.bytes - off));
+      if (i != root && off < b.bytes) {
+        copyOut(b.data + off, op.slot(i), std::min(piece, b.bytes - off), stream);
+      }
     }
   }
 }
@@ -416,7 +440,8 @@ void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t o
   const size_t region = std::max(kAlign, alignDown(op.slotBytes() / static_cast<size_t>(p)));
   MESHCOMM_CHECK(region * static_cast<size_t>(p) <= op.slotBytes(),
                  "shared-memory slot too small for " << p << " ranks");
-  if (isRoot) copy(out, inputs[static_cast<size_t>(root)].data, outputBytes);
+  const bool stream = streamOutput(outputBytes);
+  if (isRoot) copyOut(out, inputs[static_cast<size_t>(root)].data, outputBytes, stream);
   // Round 0 only agrees on sizes: the root learns them before it copies.
   op.begin();
   const size_t rounds =
@@ -436,8 +461,8 @@ void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t o
     if (isRoot) continue;
     op.wait(root);
     if (off < outputBytes) {
-      copy(out + off, op.slot(root) + static_cast<size_t>(op.rank()) * region,
-           std::min(region, outputBytes - off));
+      copyOut(out + off, op.slot(root) + static_cast<size_t>(op.rank()) * region,
+              std::min(region, outputBytes - off), stream);
     }
   }
 }
@@ -450,8 +475,10 @@ void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Bloc
   const size_t header = ((static_cast<size_t>(p) * sizeof(uint64_t) + kAlign - 1) / kAlign) * kAlign;
   const size_t region = alignDown((op.slotBytes() - header) / static_cast<size_t>(p));
   MESHCOMM_CHECK(region >= kAlign, "shared-memory slot too small for " << p << " ranks");
-  copy(recvs[static_cast<size_t>(me)].data, sends[static_cast<size_t>(me)].data,
-       std::min(sends[static_cast<size_t>(me)].bytes, recvs[static_cast<size_t>(me)].bytes));
+  const bool stream = streamOutput(totalBytes(recvs));
+  copyOut(recvs[static_cast<size_t>(me)].data, sends[static_cast<size_t>(me)].data,
+          std::min(sends[static_cast<size_t>(me)].bytes, recvs[static_cast<size_t>(me)].bytes),
+          stream);
   size_t rounds = 1;
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * region;
@@ -482,8 +509,8 @@ void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Bloc
     for (int i = 0; i < p; ++i) {
       const Block& r = recvs[static_cast<size_t>(i)];
       if (i == me || off >= r.bytes) continue;
-      copy(r.data + off, op.slot(i) + header + static_cast<size_t>(me) * region,
-           std::min(region, r.bytes - off));
+      copyOut(r.data + off, op.slot(i) + header + static_cast<size_t>(me) * region,
+              std::min(region, r.bytes - off), stream);
     }
   }
 }

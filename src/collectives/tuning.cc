@@ -153,4 +153,11 @@ size_t pipelineChunkBytes(size_t bytes) {
   return std::min(std::max<size_t>(bytes, 1), configured);
 }
 
+bool streamOutput(size_t bytes) {
+  // Below this the output may still be in cache when the caller reads it,
+  // and streaming gains nothing measurable (docs/tuning.md).
+  static const int64_t from = std::max<int64_t>(0, envIntOr("MESHCOMM_SHM_STREAM_BYTES", 4 << 20));
+  return bytes >= static_cast<uint64_t>(from);
+}
+
 }  // namespace meshcomm

@@ -48,4 +48,9 @@ Algorithm defaultReduce(size_t bytes, int groupSize, Route route);
 // Bytes per pipelined chunk for a message of `bytes`.
 size_t pipelineChunkBytes(size_t bytes);
 
+// Whether a shared-memory collective writing `bytes` of output per rank,
+// into memory it has not just read, streams the output past the caches
+// (common/stream_copy.h): from 4 MiB, or MESHCOMM_SHM_STREAM_BYTES.
+bool streamOutput(size_t bytes);
+
 }  // namespace meshcomm

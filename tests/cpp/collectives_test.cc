@@ -508,6 +508,15 @@ TEST_P(CollShm, OneShotAllReduceWithOddSlots) {
                150s);
 }
 
+// Every output streamed past the caches (common/stream_copy.h), with slots
+// small enough that the copies start and end at odd offsets.
+TEST_P(CollShm, StreamedOutputs) {
+  MatrixSpec spec{"stream=1 slot=12288",
+                  std::vector<Family>(std::begin(kAllFamilies), std::end(kAllFamilies)), true};
+  runMatrixJob(GetParam(), spec,
+               {{"MESHCOMM_SHM_STREAM_BYTES", "1"}, {"MESHCOMM_SHM_SLOT_BYTES", "12288"}}, 150s);
+}
+
 TEST_P(CollShm, SingleCopyAllReduce) {
   MatrixSpec spec{"shm_single_copy", {Family::kAllReduce}, true};
   runMatrixJob(GetParam(), spec, {{"MESHCOMM_ALGO_ALLREDUCE", "shm_single_copy"}}, 150s);
