@@ -23,8 +23,9 @@ Executor::Executor(std::string groupName, Transport& transport)
 Executor::~Executor() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return queue_.empty() && !running_; });
-    stop_ = true;
+    state_.fetch_or(kClosing);
+    cv_.wait(lock, [&] { return (state_.load() & (kQueued | kRunning)) == 0; });
+    state_.fetch_or(kStop);
   }
   wake();
   thread_.join();
@@ -39,17 +40,33 @@ Executor::~Executor() {
 void Executor::wake() {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wakeFd_.get(), &one, sizeof(one));
+  transport_.wakeProgress();
+  cv_.notify_all();
+}
+
+bool Executor::claimRunning(uint32_t& prior) {
+  prior = state_.load(std::memory_order_relaxed);
+  do {
+    if ((prior & (kQueued | kRunning)) != 0) return false;
+  } while (!state_.compare_exchange_weak(prior, prior | kRunning, std::memory_order_acq_rel));
+  return true;
+}
+
+void Executor::releaseRunning() {
+  const uint32_t after = state_.fetch_and(~kRunning, std::memory_order_acq_rel) & ~kRunning;
+  // With nothing else set nobody waits for this (the thread waits only for
+  // queued or in-flight work, the destructor sets kClosing first).
+  if (after == 0) return;
+  // Taking mu_ orders this with a waiter between its check and its sleep.
+  { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
 }
 
 bool Executor::beginInline() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!queue_.empty() || running_) return false;
-  running_ = true;
-  bool backgroundBusy = hasInFlight_;
-  lock.unlock();
+  uint32_t prior;
+  if (!claimRunning(prior)) return false;
   // Only background progress can hold the engine now; ask it to hand over.
-  if (backgroundBusy) wake();
+  if ((prior & kInFlight) != 0) wake();
   engineMu_.lock();
   return true;
 }
@@ -57,11 +74,7 @@ bool Executor::beginInline() {
 void Executor::endInline() {
   reapInFlight();
   engineMu_.unlock();
-  std::unique_lock<std::mutex> lock(mu_);
-  running_ = false;
-  bool wakeExecutor = hasInFlight_ || !queue_.empty() || stop_;
-  lock.unlock();
-  if (wakeExecutor) cv_.notify_all();
+  releaseRunning();
 }
 
 void Executor::throwIfBroken() const {
@@ -78,6 +91,7 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
   }
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(Task{work, std::move(body)});
+  state_.fetch_or(kQueued);
   lock.unlock();
   wake();
   // A thread that can be interrupted waits on the Work itself, so that an
@@ -98,7 +112,7 @@ void Executor::run(Task& task) {
     } else {
       inFlight_.push_back(InFlight{task.work, std::move(pending)});
       std::lock_guard<std::mutex> lock(mu_);
-      hasInFlight_ = true;
+      state_.fetch_or(kInFlight);
     }
   } catch (...) {
     task.work->complete(std::current_exception());
@@ -106,7 +120,7 @@ void Executor::run(Task& task) {
 }
 
 void Executor::reapInFlight() {
-  // Nothing in flight means hasInFlight_ is already false (it is set only
+  // Nothing in flight means kInFlight is already clear (it is set only
   // together with a push below engineMu_, which the caller holds).
   if (inFlight_.empty()) return;
   for (const auto& f : inFlight_) {
@@ -133,28 +147,33 @@ void Executor::reapInFlight() {
     ++i;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  hasInFlight_ = !inFlight_.empty();
+  if (inFlight_.empty()) state_.fetch_and(~kInFlight);
 }
 
 void Executor::loop() {
   for (;;) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !running_) || (hasInFlight_ && !running_); });
-    if (stop_) return;
+    cv_.wait(lock, [&] {
+      const uint32_t s = state_.load();
+      return (s & kStop) != 0 || ((s & (kQueued | kInFlight)) != 0 && (s & kRunning) == 0);
+    });
+    if ((state_.load() & kStop) != 0) return;
     if (!queue_.empty()) {
       Task task = std::move(queue_.front());
       queue_.pop_front();
-      running_ = true;
+      // One step, so that no blocking caller finds the state idle between
+      // the queue emptying and this thread claiming it. kQueued was set,
+      // so no caller can have claimed kRunning first.
+      uint32_t s = state_.load();
+      while (!state_.compare_exchange_weak(s, (s | kRunning) & (queue_.empty() ? ~kQueued : ~0u))) {
+      }
       lock.unlock();
       {
         std::lock_guard<std::mutex> engine(engineMu_);
         run(task);
         reapInFlight();
       }
-      lock.lock();
-      running_ = false;
-      lock.unlock();
-      cv_.notify_all();
+      releaseRunning();
       continue;
     }
     // Only in-flight point-to-point requests: move them along until they
@@ -165,10 +184,7 @@ void Executor::loop() {
     lock.unlock();
     uint64_t drained;
     [[maybe_unused]] ssize_t n = ::read(wakeFd_.get(), &drained, sizeof(drained));
-    lock.lock();
-    bool yield = stop_ || running_ || !queue_.empty();
-    lock.unlock();
-    if (yield) continue;
+    if ((state_.load() & (kStop | kRunning | kQueued)) != 0) continue;
     std::lock_guard<std::mutex> engine(engineMu_);
     transport_.progress(kBackgroundSlice, wakeFd_.get());
     reapInFlight();

@@ -12,7 +12,9 @@
 // driven by exactly one thread at a time (the engine lock).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -80,12 +82,24 @@ class Executor {
   Transport& transport_;
   Fd wakeFd_;  // eventfd that interrupts background progress
 
+  // state_ bits. kRunning is claimed by compare-and-swap, so a blocking
+  // call on an idle executor (state_ == 0) starts and ends without taking
+  // mu_; every other bit changes under mu_, and whoever clears kRunning
+  // while another bit is set notifies cv_ under mu_.
+  static constexpr uint32_t kRunning = 1;   // a task is executing somewhere
+  static constexpr uint32_t kQueued = 2;    // queue_ is not empty
+  static constexpr uint32_t kInFlight = 4;  // inFlight_ is not empty
+  static constexpr uint32_t kClosing = 8;   // the destructor waits for the queue
+  static constexpr uint32_t kStop = 16;     // the thread must exit
+  // Claims kRunning unless a task runs or waits; `prior` gets the state
+  // it found.
+  bool claimRunning(uint32_t& prior);
+  void releaseRunning();
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;  // GUARDED_BY(mu_)
-  bool running_ = false;    // GUARDED_BY(mu_): a task is executing somewhere
-  bool stop_ = false;       // GUARDED_BY(mu_)
-  bool hasInFlight_ = false;  // GUARDED_BY(mu_)
+  std::atomic<uint32_t> state_{0};
 
   std::mutex engineMu_;              // the one thread driving transport_
   std::vector<InFlight> inFlight_;   // GUARDED_BY(engineMu_)

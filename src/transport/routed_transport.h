@@ -29,6 +29,10 @@ class RoutedTransport final : public Transport {
                       size_t bytes) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
+  void wakeProgress() override {
+    local_->wakeProgress();
+    network_->wakeProgress();
+  }
   bool hasPending() const override;
   void abort(std::exception_ptr error) override;
   std::exception_ptr brokenError() const override;

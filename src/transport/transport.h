@@ -98,6 +98,10 @@ class Transport {
   // early when something completes or `interruptFd` becomes readable.
   // Errors break the transport (they are rethrown by later calls).
   virtual void progress(std::chrono::milliseconds budget, int interruptFd) = 0;
+  // Ends a progress() call sleeping on another thread, for transports that
+  // sleep on more than interruptFd; call after making interruptFd readable.
+  // Thread-safe.
+  virtual void wakeProgress() {}
 
   virtual bool hasPending() const = 0;
 

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -399,7 +400,6 @@ void ShmDomain::waitUntil(const std::function<bool()>& ready, const OpContext& c
 
 void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
                          const std::function<std::string()>& awaited, const Needed& needed) {
-  WakeLine& w = layout_->wake;
   const auto yieldUntil = Deadline::Clock::now() + options_.yield;
   auto nextLiveness = Deadline::Clock::now() + kLivenessEvery;
   bool signalled = false;
@@ -423,23 +423,30 @@ void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ct
       sched_yield();
       continue;
     }
-    w.sleepers.fetch_add(1);
-    if (w.publisherFences.load() != 0 || membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      // membarrier failed after registering: no publisher can be trusted
-      // to have fenced, so make them all do it from now on.
-      w.publisherFences.store(1);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-    uint32_t generation = w.generation.load();
-    if (!ready() && layout_->abort.raised.load(std::memory_order_acquire) == 0) {
-      // Bounded, so liveness and the deadline are still checked while asleep.
-      auto left = std::min<std::chrono::milliseconds>(ctx.deadline.remaining(), kLivenessEvery);
-      timespec ts{0, static_cast<long>(std::max<int64_t>(left.count(), 1)) * 1000000L};
-      signalled = futex(&w.generation, FUTEX_WAIT, generation, &ts) != 0 && errno == EINTR;
-    }
-    w.sleepers.fetch_sub(1);
+    // Bounded, so liveness and the deadline are still checked while asleep.
+    signalled = sleepOnce(ready, std::min<std::chrono::milliseconds>(ctx.deadline.remaining(),
+                                                                     kLivenessEvery));
   }
+}
+
+bool ShmDomain::sleepOnce(const std::function<bool()>& ready, std::chrono::milliseconds timeout) {
+  WakeLine& w = layout_->wake;
+  w.sleepers.fetch_add(1);
+  if (w.publisherFences.load() != 0 || membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // membarrier failed after registering: no publisher can be trusted
+    // to have fenced, so make them all do it from now on.
+    w.publisherFences.store(1);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  uint32_t generation = w.generation.load();
+  bool signalled = false;
+  if (!ready() && layout_->abort.raised.load(std::memory_order_acquire) == 0) {
+    timespec ts{0, static_cast<long>(std::clamp<int64_t>(timeout.count(), 1, 999)) * 1000000L};
+    signalled = futex(&w.generation, FUTEX_WAIT, generation, &ts) != 0 && errno == EINTR;
+  }
+  w.sleepers.fetch_sub(1);
+  return signalled;
 }
 
 std::string ShmDomain::describeRank(int local) const {

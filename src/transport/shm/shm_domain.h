@@ -109,6 +109,11 @@ class ShmDomain {
   // `awaited` names what the rank was waiting for, for the timeout message.
   void waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
                  const std::function<std::string()>& awaited, const Needed& needed);
+  // Sleeps until a local rank calls notify(), `timeout` (at most 999 ms)
+  // passes, or a signal arrives (then returns true), unless ready() or the
+  // abort line says not to sleep at all. For a thread that has nothing to
+  // spin on: background progress waiting for a peer to move a ring.
+  bool sleepOnce(const std::function<bool()>& ready, std::chrono::milliseconds timeout);
   // Fails (raising the abort line) if the process of a needed local rank
   // is gone or the store reports a lost rank; `during` opens the message.
   void checkPeers(const std::string& during, const Needed& needed);

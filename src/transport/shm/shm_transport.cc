@@ -284,10 +284,15 @@ void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
       }
       if (now >= until) return;
       if (now - start < kProgressSpin) continue;
-      // Idle: sleep a little, but wake at once when the executor calls.
-      pollfd fd{interruptFd, POLLIN, 0};
-      if (interruptFd >= 0 && ::poll(&fd, 1, 1) > 0) return;
-      if (interruptFd < 0) ::poll(nullptr, 0, 1);
+      // Idle: sleep until a peer moves a ring (its notify() wakes this
+      // thread) or the executor calls (wakeProgress()), checking the peers
+      // at least every millisecond.
+      auto called = [interruptFd] {
+        pollfd fd{interruptFd, POLLIN, 0};
+        return interruptFd >= 0 && ::poll(&fd, 1, 0) > 0;
+      };
+      domain_.sleepOnce(called, std::chrono::milliseconds(1));
+      if (called()) return;
     }
   } catch (const std::exception&) {
     // Broken: the error stays for the next call (brokenError).

@@ -46,6 +46,7 @@ class ShmTransport final : public Transport {
                       size_t bytes) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
+  void wakeProgress() override { domain_.notify(); }
   bool hasPending() const override;
   void abort(std::exception_ptr error) override;
   // This rank's own error if it broke the transport (its full message),
