@@ -117,6 +117,11 @@ void Inbox::failAll() {
   posted_.clear();
   if (target_) target_->state = Request::State::kFailed;
   target_.reset();
+  // No receive can match the buffered messages any more: give their memory
+  // back now, not when the transport goes. The one still arriving keeps its
+  // buffer (spill_) until finish(), in case a drain is mid-way.
+  for (const auto& b : buffered_) budget_.used -= b->data.size();
+  buffered_.clear();
 }
 
 }  // namespace meshcomm

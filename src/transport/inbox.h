@@ -64,7 +64,8 @@ class Inbox {
   void finish();
 
   bool hasPosted() const { return !posted_.empty(); }
-  // Fails every posted receive and the one arriving (the transport broke).
+  // Fails every posted receive and the one arriving (the transport broke),
+  // and drops the buffered messages, returning their bytes to the budget.
   void failAll();
 
  private:
