@@ -85,7 +85,7 @@ class Executor {
   // state_ bits. kRunning is claimed by compare-and-swap, so a blocking
   // call on an idle executor (state_ == 0) starts and ends without taking
   // mu_; every other bit changes under mu_, and whoever clears kRunning
-  // while another bit is set notifies cv_ under mu_.
+  // while another bit is set then takes mu_ and notifies cv_.
   static constexpr uint32_t kRunning = 1;   // a task is executing somewhere
   static constexpr uint32_t kQueued = 2;    // queue_ is not empty
   static constexpr uint32_t kInFlight = 4;  // inFlight_ is not empty
