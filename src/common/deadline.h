@@ -34,8 +34,9 @@ class Deadline {
   // after(timeout) from the coarse monotonic clock (the same clock, read as
   // of the last timer tick): a few nanoseconds to read against 25 for the
   // exact one on a KVM guest, which a collective that takes 0.2 us feels.
-  // The deadline is placed one tick later, so it is never early, and at
-  // most one tick (about 4 ms) late.
+  // The coarse clock trails the exact one by less than a tick, so the
+  // deadline is placed one tick later: never earlier than after(timeout)
+  // called at the same moment, and at most one tick (about 4 ms) later.
   static Deadline afterCoarse(std::chrono::milliseconds timeout) {
     if (timeout.count() <= 0) return after(timeout);
     timespec ts;
