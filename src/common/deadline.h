@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <ctime>
 
 namespace meshcomm {
 
@@ -31,29 +30,6 @@ class Deadline {
     return d;
   }
   static Deadline never() { return Deadline(); }
-  // after(timeout) from the coarse monotonic clock (the same clock, read as
-  // of the last timer tick): a few nanoseconds to read against 25 for the
-  // exact one on a KVM guest, which a collective that takes 0.2 us feels.
-  // The coarse clock trails the exact one by less than a tick, so the
-  // deadline is placed one tick later: never earlier than after(timeout)
-  // called at the same moment, and at most one tick (about 4 ms) later.
-  static Deadline afterCoarse(std::chrono::milliseconds timeout) {
-    if (timeout.count() <= 0) return after(timeout);
-    timespec ts;
-    if (::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return after(timeout);
-    static const std::chrono::nanoseconds tick = [] {
-      timespec res;
-      if (::clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return std::chrono::nanoseconds(10'000'000);
-      return std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec);
-    }();
-    const auto now = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
-        std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
-    Deadline d;
-    auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
-    if (timeout >= room - std::chrono::seconds(1)) return d;  // never
-    d.at_ = now + timeout + std::chrono::duration_cast<Clock::duration>(tick);
-    return d;
-  }
 
   bool expired() const { return !infinite() && Clock::now() >= at_; }
   bool infinite() const { return at_ == Clock::time_point::max(); }

@@ -33,7 +33,7 @@ OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOption
   ctx.op = opName;
   ctx.seq = seq;
   auto timeout = options.timeout.count() > 0 ? options.timeout : config_.timeout;
-  ctx.deadline = Deadline::afterCoarse(timeout);
+  ctx.deadline = Deadline::after(timeout);
   return ctx;
 }
 
