@@ -432,6 +432,13 @@ void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ct
 bool ShmDomain::sleepOnce(const std::function<bool()>& ready, std::chrono::milliseconds timeout) {
   WakeLine& w = layout_->wake;
   w.sleepers.fetch_add(1);
+  // Unregistered however this ends: ready() may throw (a ring poll that
+  // finds a corrupt header), and a stale registration would cost every
+  // publisher a wake-up call from then on.
+  struct Registration {
+    std::atomic<uint32_t>& sleepers;
+    ~Registration() { sleepers.fetch_sub(1); }
+  } registration{w.sleepers};
   if (w.publisherFences.load() != 0 || membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     // membarrier failed after registering: no publisher can be trusted
@@ -445,7 +452,6 @@ bool ShmDomain::sleepOnce(const std::function<bool()>& ready, std::chrono::milli
     timespec ts{0, static_cast<long>(std::clamp<int64_t>(timeout.count(), 1, 999)) * 1000000L};
     signalled = futex(&w.generation, FUTEX_WAIT, generation, &ts) != 0 && errno == EINTR;
   }
-  w.sleepers.fetch_sub(1);
   return signalled;
 }
 

@@ -286,13 +286,17 @@ void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
       if (now - start < kProgressSpin) continue;
       // Idle: sleep until a peer moves a ring (its notify() wakes this
       // thread) or the executor calls (wakeProgress()), checking the peers
-      // at least every millisecond.
+      // at least every millisecond. The rings are polled once more after
+      // registering as a sleeper, or a peer that moved one just before
+      // would have found nobody to wake.
+      bool moved = false;
       auto called = [interruptFd] {
         pollfd fd{interruptFd, POLLIN, 0};
         return interruptFd >= 0 && ::poll(&fd, 1, 0) > 0;
       };
-      domain_.sleepOnce(called, std::chrono::milliseconds(1));
-      if (called()) return;
+      domain_.sleepOnce([&] { return (moved = poll(during)) || called(); },
+                        std::chrono::milliseconds(1));
+      if (moved || called()) return;
     }
   } catch (const std::exception&) {
     // Broken: the error stays for the next call (brokenError).
