@@ -285,17 +285,20 @@ void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
       if (now >= until) return;
       if (now - start < kProgressSpin) continue;
       // Idle: sleep until a peer moves a ring (its notify() wakes this
-      // thread) or the executor calls (wakeProgress()), checking the peers
-      // at least every millisecond. The rings are polled once more after
-      // registering as a sleeper, or a peer that moved one just before
-      // would have found nobody to wake.
+      // thread), the executor calls (wakeProgress()) or the budget ends.
+      // The rings are polled once more after registering as a sleeper, or
+      // a peer that moved one just before would have found nobody to wake.
+      // Each sleep costs a membarrier (an interrupt on every core running a
+      // rank), so it is not cut short for the peer checks: those run
+      // between sleeps, which last a budget (50 ms) at most.
       bool moved = false;
       auto called = [interruptFd] {
         pollfd fd{interruptFd, POLLIN, 0};
         return interruptFd >= 0 && ::poll(&fd, 1, 0) > 0;
       };
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
       domain_.sleepOnce([&] { return (moved = poll(during)) || called(); },
-                        std::chrono::milliseconds(1));
+                        std::max(left, std::chrono::milliseconds(1)));
       if (moved || called()) return;
     }
   } catch (const std::exception&) {
