@@ -19,14 +19,17 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer =="
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMESHCOMM_SANITIZE=address,undefined -DMESHCOMM_BUILD_PYTHON=OFF -DMESHCOMM_PYTHON=$PYTHON
 cmake --build build-asan -j "$JOBS" --target meshcomm_tests
+# The sanitizers slow every process down: the tests' bounds on whole
+# multi-process jobs (not the library's own timeouts) grow to match.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  run_cpp_suite build-asan
+  MESHCOMM_TEST_BOUND_SCALE=2 run_cpp_suite build-asan
 
 echo "== ThreadSanitizer =="
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMESHCOMM_SANITIZE=thread -DMESHCOMM_BUILD_PYTHON=OFF -DMESHCOMM_PYTHON=$PYTHON
 cmake --build build-tsan -j "$JOBS" --target meshcomm_tests
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_cpp_suite build-tsan
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 MESHCOMM_TEST_BOUND_SCALE=3 \
+  run_cpp_suite build-tsan
 
 echo "== libFuzzer: store frame decoder (${FUZZ_SECONDS:-120} s) =="
 if command -v clang++ >/dev/null; then

@@ -23,8 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -152,8 +154,13 @@ class ChildGroup {
     return statuses_[i];
   }
 
-  // Waits for every child up to one shared bound; kills stragglers.
+  // Waits for every child up to one shared bound; kills stragglers. The
+  // sanitizer runs of test-long slow everything down several times, so
+  // MESHCOMM_TEST_BOUND_SCALE multiplies the bound there.
   std::vector<ChildStatus> waitAll(std::chrono::milliseconds timeout) {
+    if (const char* scale = std::getenv("MESHCOMM_TEST_BOUND_SCALE")) {
+      timeout *= std::max(1, std::atoi(scale));
+    }
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       bool pending = false;
