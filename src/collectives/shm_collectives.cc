@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "collectives/blocks.h"
+#include "collectives/tuning.h"
 #include "common/check.h"
 #include "common/stream_copy.h"
-#include "collectives/tuning.h"
 #include "reduce/reduce.h"
 #include "transport/shm/single_copy.h"
 
