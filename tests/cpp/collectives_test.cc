@@ -861,6 +861,8 @@ struct MismatchCase {
   // transfers complete. It must then fail on its next call instead, with
   // the same Mismatch.
   bool someRanksMayFinish = false;
+  // What the message of the rank that sees the disagreement says.
+  const char* message = "not running the same operation";
 };
 
 void runMismatch(int p, int oddRank, const MismatchCase& c) {
@@ -884,7 +886,7 @@ void runMismatch(int p, int oddRank, const MismatchCase& c) {
     CHILD_CHECK(got == test::Caught::kMismatch, "" << c.name << ": rank " << e.rank << " got " << test::caughtName(got)
                                                        << " (" << what << ")");
     CHILD_CHECK(ms < 5000, "" << c.name << ": rank " << e.rank << " took " << ms << " ms to fail");
-    CHILD_CHECK(what.find("not running the same operation") != std::string::npos,
+    CHILD_CHECK(what.find(c.message) != std::string::npos,
                 "" << c.name << ": unclear message on rank " << e.rank << ": " << what);
     // The group is broken now: the next call fails at once.
     const uint64_t t1 = test::monoNowNs();
@@ -901,7 +903,29 @@ std::vector<MismatchCase> mismatchCases() {
     s.assign(static_cast<size_t>(n) * dtypeSize(d), 1);
     return TensorRef{s.data(), n, d};
   };
+  // The odd rank expects one byte more from the rank before it than that
+  // rank sends (same signature, sizes differ). `block` picks the path:
+  // 4 bytes travel in the flag line, 40 in the size's line of the slot,
+  // 1 MiB in rounds after it.
+  auto allToAllSizes = [](int64_t block) {
+    return [block](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+      const int p = pg.size();
+      std::vector<int64_t> sendCounts(static_cast<size_t>(p), block);
+      std::vector<int64_t> recvCounts = sendCounts;
+      if (odd) recvCounts[static_cast<size_t>((pg.rank() + p - 1) % p)] += 1;
+      static std::vector<uint8_t> in;
+      in.assign(static_cast<size_t>(block * p), 7);
+      int64_t total = 0;
+      for (int64_t c : recvCounts) total += c;
+      s.assign(static_cast<size_t>(total), 0);
+      return pg.allToAllSingle(TensorRef{s.data(), total, DType::kUInt8},
+                               TensorRef{in.data(), block * p, DType::kUInt8}, recvCounts, sendCounts);
+    };
+  };
   return {
+      {"allToAllSingle tiny sizes", allToAllSizes(4), true, "bytes to this rank"},
+      {"allToAllSingle small sizes", allToAllSizes(40), true, "bytes to this rank"},
+      {"allToAllSingle large sizes", allToAllSizes(1 << 20), true, "bytes to this rank"},
       {"allReduce count", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          return pg.allReduce(tensor(s, DType::kFloat32, odd ? 1001 : 1000));
        }},
