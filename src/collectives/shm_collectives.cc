@@ -474,8 +474,10 @@ void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t o
 // rank learns how many rounds carry the rest. A block of up to
 // kTinyBlock bytes shares the size's line, so a small call costs a receiver
 // two lines of each peer, the flag and its region; larger ones start on the
-// next line, so the copies of every round run line-aligned (rep movsb slows
-// down several times when source and destination are not). A rank whose
+// next line, so the copies of every round run line-aligned. (Misaligned by
+// the size's 8 bytes, a 32 KiB call at P=2 took 4.8 us instead of 3.2 and
+// a 256 KiB one 31 us instead of 18: every line a copy writes then comes in
+// two pieces, each a partial write to a line the peer holds.) A rank whose
 // blocks are all the same size and all fit in the flag line together sends
 // them there instead (one line per peer), marking the largest so.
 namespace {
