@@ -45,6 +45,16 @@ bool fitsInline(size_t bytes) { return bytes <= ShmDomain::kInlineBytes; }
 // carries the signature check).
 size_t roundsFor(size_t bytes, size_t piece) { return std::max<size_t>(1, ceilDiv(bytes, piece)); }
 
+// Where a reduction over one input per local rank keeps its pointers: on
+// the stack (`onStack`, kStackInputs long) for the small calls whose
+// latency it matters to, in `heap` beyond.
+constexpr size_t kStackInputs = 256;
+const void** inputArray(const void** onStack, std::vector<const void*>& heap, int ranks) {
+  if (static_cast<size_t>(ranks) <= kStackInputs) return onStack;
+  heap.resize(static_cast<size_t>(ranks));
+  return heap.data();
+}
+
 // One round of the one-shot all-reduce on `count` elements at `data`.
 void oneShotRound(ShmOp& op, uint8_t* data, size_t count, DType dtype, ReduceOp rop,
                   bool useInline) {
@@ -62,13 +72,9 @@ void oneShotRound(ShmOp& op, uint8_t* data, size_t count, DType dtype, ReduceOp 
   copy(mine, data, bytes);
   op.publish();
   op.waitAll();
-  const void* inputs[256];
-  std::vector<const void*> many;
-  const void** in = inputs;
-  if (op.size() > 256) {
-    many.resize(static_cast<size_t>(op.size()));
-    in = many.data();
-  }
+  const void* onStack[kStackInputs];
+  std::vector<const void*> heap;
+  const void** in = inputArray(onStack, heap, op.size());
   for (int i = 0; i < op.size(); ++i) in[i] = useInline ? op.inlineOf(i) : op.slot(i);
   if (useInline) in[op.rank()] = own;
   reduce::reduceInto(rop, dtype, data, in, static_cast<size_t>(op.size()), count);
@@ -325,6 +331,27 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vecto
   }
 }
 
+// reduce_scatter of at most kInlineBytes in all: the whole input travels in
+// the flag line. This rank's own part is reduced from a private copy (see
+// oneShotRound), which also keeps an in-place output from aliasing an input.
+void inlineReduceScatter(ShmOp& op, const uint8_t* in, const std::vector<size_t>& offs,
+                         void* output, DType dtype, ReduceOp rop) {
+  const size_t es = dtypeSize(dtype);
+  const auto me = static_cast<size_t>(op.rank());
+  alignas(64) uint8_t own[ShmDomain::kInlineBytes];
+  copy(own, in, offs.back() * es);
+  op.beginCell();
+  copy(op.inlineData(), in, offs.back() * es);
+  op.publish();
+  op.waitAll();
+  const void* onStack[kStackInputs];
+  std::vector<const void*> heap;
+  const void** ins = inputArray(onStack, heap, op.size());
+  for (int i = 0; i < op.size(); ++i) ins[i] = op.inlineOf(i) + offs[me] * es;
+  ins[me] = own + offs[me] * es;
+  reduce::reduceInto(rop, dtype, output, ins, static_cast<size_t>(op.size()), offs[me + 1] - offs[me]);
+}
+
 void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp rop) {
   const auto* in = static_cast<const uint8_t*>(input);
@@ -332,6 +359,10 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
   const int p = op.size();
   const int me = op.rank();
   const std::vector<size_t> offs = offsetsOf(blockCounts);
+  if (fitsInline(offs.back() * es)) {
+    inlineReduceScatter(op, in, offs, output, dtype, rop);
+    return;
+  }
   const size_t largest = *std::max_element(blockCounts.begin(), blockCounts.end());
   // Each round moves `chunk` elements of every block; block j's piece sits
   // at region j of the slot.
