@@ -13,6 +13,10 @@
 #                       -b 8 -e 64M -f 4; 8 x 4^k stops at 32M)
 #   --iters N           fixed timed iterations (default: adaptive, ~0.25 s)
 #   --warmup N          untimed iterations per size (default 5)
+#   --repeats N         sweep everything N times, each repeat visiting every
+#                       library in turn, so a slow minute of the host falls on
+#                       all of them; the report takes each row's median
+#                       (default 1)
 #   --timeout S         bound of each single benchmark invocation (default 600)
 #   --build-dir DIR     meshcomm build with bin/meshcomm-bench (default build)
 #   --peers-dir DIR     where the peer programs are built (default build-peers)
@@ -39,6 +43,7 @@ MAXB=64M
 FACTOR=4
 ITERS=""
 WARMUP=""
+REPEATS=1
 TIMEOUT=600
 BUILD_DIR="$ROOT/build"
 PEERS_DIR="$ROOT/build-peers"
@@ -62,6 +67,7 @@ while [[ $# -gt 0 ]]; do
     -f) need_value "$@"; FACTOR="$2"; shift 2 ;;
     --iters) need_value "$@"; ITERS="$2"; shift 2 ;;
     --warmup) need_value "$@"; WARMUP="$2"; shift 2 ;;
+    --repeats) need_value "$@"; [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "--repeats needs a positive count"; REPEATS="$2"; shift 2 ;;
     --timeout) need_value "$@"; [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "--timeout needs seconds"; TIMEOUT="$2"; shift 2 ;;
     --build-dir) need_value "$@"; BUILD_DIR="$(realpath -m "$2")"; shift 2 ;;
     --peers-dir) need_value "$@"; PEERS_DIR="$(realpath -m "$2")"; shift 2 ;;
@@ -69,7 +75,7 @@ while [[ $# -gt 0 ]]; do
     --img-dir) need_value "$@"; IMG_DIR="$(realpath -m "$2")"; shift 2 ;;
     --install-only) INSTALL_ONLY=1; shift ;;
     --no-report) REPORT=0; shift ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -141,7 +147,7 @@ mkdir -p "$RESULTS_DIR"
 CSV="$RESULTS_DIR/compare-$STAMP.csv"
 LOGS="$RESULTS_DIR/compare-$STAMP.logs"
 mkdir -p "$LOGS"
-echo "lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps" > "$CSV"
+echo "lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps,repeat" > "$CSV"
 FAILURES=()
 
 SWEEP=(-b "$MINB" -e "$MAXB" -f "$FACTOR")
@@ -149,25 +155,26 @@ SWEEP=(-b "$MINB" -e "$MAXB" -f "$FACTOR")
 [[ -n "$WARMUP" ]] && SWEEP+=(--warmup "$WARMUP")
 
 # run_one LIB OP P command...: runs one sweep under `timeout`, appends its
-# rows to the CSV with the library's name, and records a failure without
-# stopping the run. The rows that finished before a failure are kept.
+# rows to the CSV with the library's name and the repeat (REP), and records
+# a failure without stopping the run. The rows that finished before a
+# failure are kept.
 run_one() {
   local lib="$1" op="$2" p="$3"
   shift 3
-  local log="$LOGS/$lib-$op-$p"
-  say "$lib $op -n $p"
+  local log="$LOGS/$lib-$op-$p-$REP"
+  say "[$REP/$REPEATS] $lib $op -n $p"
   local rc=0
   timeout -k 10 "$TIMEOUT" "$@" > "$log.csv" 2> "$log.err" < /dev/null || rc=$?
   # Peers' notes (skipped sizes, unsupported operations) are worth seeing.
   if [[ -s "$log.err" ]]; then sed "s/^/  [$lib] /" "$log.err" | head -n 20 >&2 || true; fi
   local rows
-  rows=$(awk -F, -v lib="$lib" -v op="$op" \
-    'NR > 1 && $1 == op { print lib "," $1 "," $2 "," $3 "," $6 "," $7 "," $8 }' \
+  rows=$(awk -F, -v lib="$lib" -v op="$op" -v rep="$REP" \
+    'NR > 1 && $1 == op { print lib "," $1 "," $2 "," $3 "," $6 "," $7 "," $8 "," rep }' \
     "$log.csv" | tee -a "$CSV" | wc -l) || true
   if [[ "$rc" -ne 0 ]]; then
     local why="exit $rc"
     [[ "$rc" -eq 124 || "$rc" -eq 137 ]] && why="timed out after ${TIMEOUT}s"
-    FAILURES+=("$lib $op -n $p: $why, $rows row(s) kept; see $log.err")
+    FAILURES+=("$lib $op -n $p (repeat $REP): $why, $rows row(s) kept; see $log.err")
     say "FAILED: ${FAILURES[-1]}"
   fi
 }
@@ -176,30 +183,32 @@ CORES="$(nproc)"
 MPIRUN_BASE=(mpirun --bind-to none --mca pml ob1 --mca btl self,vader)
 [[ "$(id -u)" -eq 0 ]] && MPIRUN_BASE+=(--allow-run-as-root)
 
-say "memcpy reference"
-run_one memcpy memcpy 1 "$PEERS_DIR/memcpy_bench"
+for REP in $(seq "$REPEATS"); do
+  say "memcpy reference"
+  run_one memcpy memcpy 1 "$PEERS_DIR/memcpy_bench"
 
-for p in $NRANKS; do
-  mpirun_cmd=("${MPIRUN_BASE[@]}" -np "$p")
-  [[ "$p" -gt "$CORES" ]] && mpirun_cmd+=(--oversubscribe)
-  for op in $OPS; do
-    if has_lib meshcomm; then
-      run_one meshcomm "$op" "$p" "$MESHCOMM_BENCH" "$op" -n "$p" "${SWEEP[@]}" --csv --time-limit "$TIMEOUT"
-    fi
-    if has_lib openmpi; then
-      run_one openmpi "$op" "$p" "${mpirun_cmd[@]}" "$PEERS_DIR/mpi_bench" "$op" "${SWEEP[@]}"
-    fi
-    if has_lib gloo; then
-      if [[ "$op" == all_reduce ]]; then
-        run_one gloo-ring "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --algorithm ring --time-limit "$TIMEOUT"
-        run_one gloo-hd "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --algorithm hd --time-limit "$TIMEOUT"
-      else
-        run_one gloo "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --time-limit "$TIMEOUT"
+  for p in $NRANKS; do
+    mpirun_cmd=("${MPIRUN_BASE[@]}" -np "$p")
+    [[ "$p" -gt "$CORES" ]] && mpirun_cmd+=(--oversubscribe)
+    for op in $OPS; do
+      if has_lib meshcomm; then
+        run_one meshcomm "$op" "$p" "$MESHCOMM_BENCH" "$op" -n "$p" "${SWEEP[@]}" --csv --time-limit "$TIMEOUT"
       fi
-    fi
-    if has_lib torch; then
-      run_one torch-gloo "$op" "$p" "$PY" "$SRC/torch_bench.py" "$op" -n "$p" "${SWEEP[@]}" --time-limit "$TIMEOUT"
-    fi
+      if has_lib openmpi; then
+        run_one openmpi "$op" "$p" "${mpirun_cmd[@]}" "$PEERS_DIR/mpi_bench" "$op" "${SWEEP[@]}"
+      fi
+      if has_lib gloo; then
+        if [[ "$op" == all_reduce ]]; then
+          run_one gloo-ring "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --algorithm ring --time-limit "$TIMEOUT"
+          run_one gloo-hd "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --algorithm hd --time-limit "$TIMEOUT"
+        else
+          run_one gloo "$op" "$p" "$PEERS_DIR/gloo_bench" "$op" -n "$p" "${SWEEP[@]}" --time-limit "$TIMEOUT"
+        fi
+      fi
+      if has_lib torch; then
+        run_one torch-gloo "$op" "$p" "$PY" "$SRC/torch_bench.py" "$op" -n "$p" "${SWEEP[@]}" --time-limit "$TIMEOUT"
+      fi
+    done
   done
 done
 

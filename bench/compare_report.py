@@ -1,23 +1,27 @@
 #!/usr/bin/python3
-"""Report of a bench/compare.sh run: one markdown table per (op, nranks)
-with every library's time and bus bandwidth per size and the ratio of
-meshcomm to each other library, plus one bus-bandwidth-vs-size plot per
-operation (docs/img/compare_OP.png) and the memcpy reference.
+"""Report of bench/compare.sh runs: meshcomm's single-host targets, met or
+missed, then one markdown table per (op, nranks) with every library's time
+and bus bandwidth per size and the ratio of meshcomm to each other library,
+plus one bus-bandwidth-vs-size plot per operation (docs/img/compare_OP.png)
+and the memcpy reference.
 
-    /usr/bin/python3 bench/compare_report.py RESULTS.csv [--img-dir DIR]
-        [--failures FILE] [--no-plots]
+    /usr/bin/python3 bench/compare_report.py RESULTS.csv [MORE.csv ...]
+        [--img-dir DIR] [--failures FILE] [--no-plots]
 
-RESULTS.csv has the columns lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps.
-busbw is recomputed here from bytes and time_us (time_us has more digits
-than the CSV's busbw, which rounds small sizes to 0), with meshcomm-bench's
-factors: 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter
-and all_to_all, 1 for broadcast.
+Each CSV has the columns lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps
+and, from runs with --repeats, repeat. Several files (a sweep and a run of
+the largest size, say) are reported together. A row measured more than once
+is reported by its median time. busbw is recomputed here from bytes and
+time_us (time_us has more digits than the CSV's busbw, which rounds small
+sizes to 0), with meshcomm-bench's factors: 2(n-1)/n for all_reduce,
+(n-1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast.
 """
 
 import argparse
 import csv
 import math
 import os
+import statistics
 import sys
 from collections import defaultdict
 
@@ -64,16 +68,92 @@ def lib_key(lib):
     return (LIB_ORDER.index(lib) if lib in LIB_ORDER else len(LIB_ORDER), lib)
 
 
-def load(path):
-    rows = []
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            rows.append({
-                "lib": r["lib"], "op": r["op"], "nranks": int(r["nranks"]),
-                "bytes": int(r["bytes"]), "time_us": float(r["time_us"]),
-                "busbw_csv": float(r["busbw_gbps"]),
-            })
-    return rows
+def load(paths):
+    """The rows of every file, one per (lib, op, nranks, bytes) with the
+    median time of its repeats and how many there were."""
+    times = defaultdict(list)
+    for path in paths:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                key = (r["lib"], r["op"], int(r["nranks"]), int(r["bytes"]))
+                times[key].append(float(r["time_us"]))
+    return [{"lib": lib, "op": op, "nranks": n, "bytes": b,
+             "time_us": statistics.median(ts), "repeats": len(ts)}
+            for (lib, op, n, b), ts in sorted(times.items())]
+
+
+def human(nbytes):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+GLOO_PEERS = ("gloo", "gloo-ring", "gloo-hd", "torch-gloo")
+TARGET_RANKS = (2, 4)
+
+
+def targets(grid, memcpy_gbps, out):
+    """Checks the targets against grid ((op, n) -> lib -> {bytes: time_us})
+    and prints one line per target: met or missed, and every row that
+    misses it."""
+
+    def rows(peers, ranks, lo, hi, ops=None):
+        for (op, n), by_lib in sorted(grid.items()):
+            if op == "barrier" or n not in ranks or (ops and op not in ops):
+                continue
+            mine = by_lib.get(REFERENCE, {})
+            for peer in peers:
+                for b, theirs in sorted(by_lib.get(peer, {}).items()):
+                    if lo <= b <= hi and b in mine:
+                        yield op, n, b, peer, mine[b], theirs
+
+    def report(title, checked):
+        checked = list(checked)
+        misses = [c for c in checked if not c[0]]
+        if not checked:
+            print(f"- **not measured**: {title}", file=out)
+            return
+        verdict = "met" if not misses else "missed"
+        print(f"- **{verdict}**: {title} ({len(checked) - len(misses)} of {len(checked)} rows)",
+              file=out)
+        for _, text in misses:
+            print(f"  - {text}", file=out)
+
+    def speedup(need, peers, ranks, lo, hi, ops=None):
+        """meshcomm at least `need` times as fast (time ratio = busbw ratio)."""
+        for op, n, b, peer, mine, theirs in rows(peers, ranks, lo, hi, ops):
+            ratio = theirs / mine
+            yield ratio >= need, (f"{op}, {n} ranks, {human(b)}: {sig(ratio)}x {peer} "
+                                  f"({sig(mine, 4)} against {sig(theirs, 4)} us)")
+
+    print("\n## Targets\n", file=out)
+    print("For 2 and 4 ranks unless named; a ratio is X's time over meshcomm's, which "
+          "for the same bytes is also meshcomm's busbw over X's.\n", file=out)
+    report("8 B all_reduce at most Open MPI's time",
+           speedup(1.0, ["openmpi"], TARGET_RANKS, 8, 8, ["all_reduce"]))
+    report("every collective at least Open MPI's busbw from 64 KiB to 64 MiB",
+           speedup(1.0, ["openmpi"], TARGET_RANKS, 64 << 10, 64 << 20))
+    report("all_reduce and reduce_scatter at least 2x Open MPI's busbw from 1 MiB",
+           speedup(2.0, ["openmpi"], TARGET_RANKS, 1 << 20, 64 << 20,
+                   ["all_reduce", "reduce_scatter"]))
+    report("at least 3x the busbw of Gloo and torch-gloo from 64 KiB",
+           speedup(3.0, GLOO_PEERS, TARGET_RANKS, 64 << 10, 64 << 20))
+    report("at least 100x faster than Gloo and torch-gloo at 8 B",
+           speedup(100.0, GLOO_PEERS, TARGET_RANKS, 8, 8))
+
+    def memcpy_share():
+        for n in TARGET_RANKS:
+            t = grid.get(("all_reduce", n), {}).get(REFERENCE, {}).get(16 << 20)
+            if t is None or not memcpy_gbps:
+                continue
+            share = busbw("all_reduce", n, 16 << 20, t) / memcpy_gbps
+            yield share >= 0.3, (f"all_reduce, {n} ranks, 16 MiB: {share:.0%} "
+                                 f"({sig(busbw('all_reduce', n, 16 << 20, t))} GB/s busbw)")
+
+    report("16 MiB all_reduce at least 30% of single-thread memcpy's bandwidth", memcpy_share())
+    report("8 ranks at most 2x Open MPI's time at any size",
+           speedup(0.5, ["openmpi"], (8,), 0, 1 << 40))
 
 
 def table(op, n, by_lib, out):
@@ -177,7 +257,7 @@ def plot(op, series, memcpy_gbps, img_dir):
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("csv")
+    p.add_argument("csv", nargs="+")
     p.add_argument("--img-dir", default=os.path.join(ROOT, "docs", "img"))
     p.add_argument("--failures", help="file listing failed benchmarks, one a line")
     p.add_argument("--no-plots", action="store_true")
@@ -186,13 +266,17 @@ def main(argv):
     rows = load(args.csv)
     memcpy = [r for r in rows if r["op"] == "memcpy"]
     memcpy_gbps = None
+    repeats = max((r["repeats"] for r in rows), default=1)
     print("# meshcomm vs Open MPI, Gloo and torch.distributed (gloo)\n")
-    print(f"Source: `{shown(os.path.abspath(args.csv))}`. time = the slowest rank's mean time per "
-          "operation; busbw from bytes and time with nccl-tests factors (see "
-          "`meshcomm-bench --help`).\n")
+    sources = ", ".join(f"`{shown(os.path.abspath(c))}`" for c in args.csv)
+    timed = "the slowest rank's mean time per operation"
+    if repeats > 1:
+        timed = f"the median over up to {repeats} repeats of {timed}"
+    print(f"Source: {sources}. time = {timed}; busbw from bytes and time with nccl-tests "
+          "factors (see `meshcomm-bench --help`).\n")
     if memcpy:
         r = memcpy[0]
-        memcpy_gbps = r["busbw_csv"]
+        memcpy_gbps = r["bytes"] / (r["time_us"] * 1e-6) / 1e9
         print(f"Memory-bandwidth reference: single-thread memcpy of {r['bytes'] >> 20} MiB "
               f"(rotating, uncached buffers): {r['time_us']:.1f} us, {memcpy_gbps:.2f} GB/s.")
 
@@ -203,6 +287,8 @@ def main(argv):
         if r["op"] == "memcpy" or (r["op"] != "barrier" and r["bytes"] == 0):
             continue
         grid[(r["op"], r["nranks"])][r["lib"]][r["bytes"]] = r["time_us"]
+
+    targets(grid, memcpy_gbps, sys.stdout)
 
     ops = sorted({op for op, _ in grid}, key=lambda o: (OP_ORDER.index(o) if o in OP_ORDER else 99, o))
     all_libs = sorted({lib for cell in grid.values() for lib in cell}, key=lib_key)
