@@ -75,7 +75,7 @@ while [[ $# -gt 0 ]]; do
     --img-dir) need_value "$@"; IMG_DIR="$(realpath -m "$2")"; shift 2 ;;
     --install-only) INSTALL_ONLY=1; shift ;;
     --no-report) REPORT=0; shift ;;
-    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
