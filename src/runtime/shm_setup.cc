@@ -18,11 +18,21 @@ namespace {
 // Disabled on a host: published instead of a segment name.
 constexpr char kOff[] = "-";
 
-size_t slotBytesFromEnv() {
+// The collectives split a slot into one region per local rank, each at
+// least two cache lines.
+constexpr int64_t kMinSlotBytesPerRank = 128;
+
+size_t slotBytesFromEnv(int localSize) {
   int64_t v = envIntOr("MESHCOMM_SHM_SLOT_BYTES", 512 * 1024);
   if (v < 4096 || v > (int64_t{1} << 30)) {
     throw InvalidArgument("MESHCOMM_SHM_SLOT_BYTES=" + std::to_string(v) +
                           " is outside [4096, 1 GiB]");
+  }
+  if (v < kMinSlotBytesPerRank * localSize) {
+    throw InvalidArgument("MESHCOMM_SHM_SLOT_BYTES=" + std::to_string(v) + " is too small for " +
+                          std::to_string(localSize) + " ranks on one host: set it to at least " +
+                          std::to_string(kMinSlotBytesPerRank * localSize) +
+                          " (128 bytes per rank) or leave it unset");
   }
   return static_cast<size_t>(v);
 }
@@ -119,7 +129,7 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
   const int myHost = pl.hostOf[static_cast<size_t>(o.groupRank)];
   const std::vector<int>& locals = pl.hosts[static_cast<size_t>(myHost)];
   const int localSize = static_cast<int>(locals.size());
-  const size_t slotBytes = slotBytesFromEnv();
+  const size_t slotBytes = slotBytesFromEnv(localSize);
   const size_t ringBytes = ringBytesFromEnv(localSize);
   const size_t bytes = ShmDomain::segmentBytes(localSize, slotBytes, ringBytes);
   const std::string myKey = "shm/" + std::to_string(myHost);

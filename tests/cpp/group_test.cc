@@ -263,5 +263,24 @@ TEST(GroupErrors, BadRankListsAndAMissingMember) {
   EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
+// A slot too small to give every local rank its regions is refused when
+// the group is created, on every rank and with the variable named, not
+// discovered inside a collective.
+TEST(GroupErrors, SharedMemorySlotTooSmallForTheLocalRanks) {
+  constexpr int kRanks = 33;  // 4096 bytes hold 128 for 32 ranks
+  test::JobOptions o = quick();
+  o.bound = 120s;
+  auto statuses = test::runWorld(kRanks, o, [](RankEnv& e) {
+    ::setenv("MESHCOMM_SHM_SLOT_BYTES", "4096", 1);
+    std::string what;
+    test::Caught c = test::catchError([&] { e.world->newGroup(test::ranksUpTo(kRanks)); }, &what);
+    CHILD_CHECK(c == test::Caught::kInvalidArgument, "" << test::caughtName(c) << " " << what);
+    CHILD_CHECK(what.find("MESHCOMM_SHM_SLOT_BYTES=4096 is too small for 33 ranks") != std::string::npos,
+                "unclear message: " << what);
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
+}
+
 }  // namespace
 }  // namespace meshcomm
