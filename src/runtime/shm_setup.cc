@@ -31,8 +31,8 @@ size_t slotBytesFromEnv(int localSize) {
   if (v < kMinSlotBytesPerRank * localSize) {
     throw InvalidArgument("MESHCOMM_SHM_SLOT_BYTES=" + std::to_string(v) + " is too small for " +
                           std::to_string(localSize) + " ranks on one host: set it to at least " +
-                          std::to_string(kMinSlotBytesPerRank * localSize) +
-                          " (128 bytes per rank) or leave it unset");
+                          std::to_string(kMinSlotBytesPerRank * localSize) + " (" +
+                          std::to_string(kMinSlotBytesPerRank) + " bytes per rank) or leave it unset");
   }
   return static_cast<size_t>(v);
 }
