@@ -236,7 +236,7 @@ void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, A
     singleCopyAllReduce(op, bytes, count, dtype, rop, scratch);
     return;
   }
-  const size_t chunk = std::max<size_t>(1, op.slotBytes() / es);
+  const size_t chunk = std::max<size_t>(1, op.chunkBytes() / es);
   if (algo == Algorithm::kShmOneShot) {
     for (size_t off = 0; off < count; off += chunk) {
       oneShotRound(op, bytes + off * es, std::min(chunk, count - off), dtype, rop, false);
@@ -271,7 +271,7 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
     copy(out, useInline ? op.inlineOf(root) : op.cell(root), bytes);
     return;
   }
-  const size_t piece = op.slotBytes();
+  const size_t piece = op.chunkBytes();
   const size_t rounds = roundsFor(bytes, piece);
   const bool stream = streamOutput(bytes);
   for (size_t k = 0; k < rounds; ++k) {
@@ -307,7 +307,7 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
   }
   // Every rank reduces its slice, the root collects the slices: the root
   // does 1/P of the reduction instead of all of it.
-  const size_t chunk = std::max<size_t>(1, op.slotBytes() / es);
+  const size_t chunk = std::max<size_t>(1, op.chunkBytes() / es);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
     uint8_t* part = bytes + off * es;
@@ -323,7 +323,7 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vecto
   size_t largest = 0;
   for (const Block& b : outputs) largest = std::max(largest, b.bytes);
   const bool useInline = fitsInline(largest);
-  const size_t piece = useInline ? ShmDomain::kInlineBytes : op.slotBytes();
+  const size_t piece = useInline ? ShmDomain::kInlineBytes : op.chunkBytes();
   const size_t rounds = roundsFor(largest, piece);
   const bool stream = streamOutput(totalBytes(outputs));
   copyOut(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes, stream);
@@ -373,9 +373,9 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
   const size_t largest = *std::max_element(blockCounts.begin(), blockCounts.end());
   // Each round moves `chunk` elements of every block; block j's piece sits
   // at region j of the slot.
-  const size_t region = std::max(kAlign, alignDown(op.slotBytes() / static_cast<size_t>(p)));
+  const size_t region = std::max(kAlign, alignDown(op.chunkBytes() / static_cast<size_t>(p)));
   const size_t chunk = std::max<size_t>(1, region / es);
-  MESHCOMM_CHECK(chunk * es * static_cast<size_t>(p) <= op.slotBytes(),
+  MESHCOMM_CHECK(chunk * es * static_cast<size_t>(p) <= op.chunkBytes(),
                  "shared-memory slot too small for " << p << " ranks");
   const size_t rounds = roundsFor(largest, chunk);
   std::vector<const void*> inputs(static_cast<size_t>(p));
@@ -445,7 +445,7 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<B
             int root) {
   const auto* in = static_cast<const uint8_t*>(input);
   const bool isRoot = op.rank() == root;
-  const size_t piece = op.slotBytes();
+  const size_t piece = op.chunkBytes();
   const bool stream = isRoot && streamOutput(totalBytes(outputs));
   if (isRoot) copyOut(outputs[static_cast<size_t>(root)].data, in, inputBytes, stream);
   size_t rounds = 1;
@@ -475,8 +475,8 @@ void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t o
   auto* out = static_cast<uint8_t*>(output);
   const int p = op.size();
   const bool isRoot = op.rank() == root;
-  const size_t region = std::max(kAlign, alignDown(op.slotBytes() / static_cast<size_t>(p)));
-  MESHCOMM_CHECK(region * static_cast<size_t>(p) <= op.slotBytes(),
+  const size_t region = std::max(kAlign, alignDown(op.chunkBytes() / static_cast<size_t>(p)));
+  MESHCOMM_CHECK(region * static_cast<size_t>(p) <= op.chunkBytes(),
                  "shared-memory slot too small for " << p << " ranks");
   const bool stream = streamOutput(outputBytes);
   if (isRoot) copyOut(out, inputs[static_cast<size_t>(root)].data, outputBytes, stream);
@@ -546,7 +546,10 @@ void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Bloc
           stream);
   if (p == 1) return;
 
-  const size_t region = alignDown(op.slotBytes() / static_cast<size_t>(p - 1));
+  // Up to a chunk per peer and round: the slot is wider than a chunk only
+  // where rounds are dear (runtime/shm_setup.cc).
+  const size_t region =
+      alignDown(std::min(op.chunkBytes(), op.slotBytes() / static_cast<size_t>(p - 1)));
   MESHCOMM_CHECK(region >= 2 * kAlign, "shared-memory slot too small for " << p << " ranks");
 
   uint8_t* mine = op.begin();

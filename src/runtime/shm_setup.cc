@@ -22,8 +22,25 @@ constexpr char kOff[] = "-";
 // least two cache lines.
 constexpr int64_t kMinSlotBytesPerRank = 128;
 
-size_t slotBytesFromEnv(int localSize) {
-  int64_t v = envIntOr("MESHCOMM_SHM_SLOT_BYTES", 512 * 1024);
+constexpr int64_t kDefaultChunkBytes = 512 * 1024;
+// With more ranks than cores every round of a pipeline costs context
+// switches, so there the slot is this many chunks wide and all_to_all, whose
+// per-peer piece is the slot over P-1, moves up to a chunk per peer and
+// round. The other collectives lose with more than a chunk per round
+// (docs/tuning.md, "Slot size").
+constexpr size_t kOversubscribedSlotChunks = 4;
+
+struct SlotSizes {
+  size_t slot = 0;   // each rank's buffer per round
+  size_t chunk = 0;  // what the collectives other than all_to_all use of it
+};
+
+// MESHCOMM_SHM_SLOT_BYTES, when set, is both sizes; unset, the slot widens
+// where this host's ranks outnumber its cores. That is the segment
+// creator's view alone: the others take the slot size it publishes.
+SlotSizes slotSizesFromEnv(int localSize, bool oversubscribed) {
+  const std::optional<int64_t> set = envInt("MESHCOMM_SHM_SLOT_BYTES");
+  const int64_t v = set.value_or(kDefaultChunkBytes);
   if (v < 4096 || v > (int64_t{1} << 30)) {
     throw InvalidArgument("MESHCOMM_SHM_SLOT_BYTES=" + std::to_string(v) +
                           " is outside [4096, 1 GiB]");
@@ -34,7 +51,29 @@ size_t slotBytesFromEnv(int localSize) {
                           std::to_string(kMinSlotBytesPerRank * localSize) + " (" +
                           std::to_string(kMinSlotBytesPerRank) + " bytes per rank) or leave it unset");
   }
-  return static_cast<size_t>(v);
+  SlotSizes sizes;
+  sizes.chunk = static_cast<size_t>(v);
+  sizes.slot = !set && oversubscribed ? sizes.chunk * kOversubscribedSlotChunks : sizes.chunk;
+  return sizes;
+}
+
+// What a host's first member publishes: "<slot bytes> <segment name>", or
+// kOff.
+std::string describeSegment(size_t slotBytes, const std::string& name) {
+  return std::to_string(slotBytes) + " " + name;
+}
+bool parseSegment(const std::string& value, size_t& slotBytes, std::string& name) {
+  const size_t space = value.find(' ');
+  if (space == std::string::npos || space == 0 || space + 1 == value.size()) return false;
+  try {
+    size_t used = 0;
+    slotBytes = std::stoull(value.substr(0, space), &used);
+    if (used != space) return false;
+  } catch (const std::exception&) {
+    return false;
+  }
+  name = value.substr(space + 1);
+  return true;
 }
 
 // Each ordered pair of local ranks gets a ring of this size for
@@ -129,9 +168,8 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
   const int myHost = pl.hostOf[static_cast<size_t>(o.groupRank)];
   const std::vector<int>& locals = pl.hosts[static_cast<size_t>(myHost)];
   const int localSize = static_cast<int>(locals.size());
-  const size_t slotBytes = slotBytesFromEnv(localSize);
+  SlotSizes sizes = slotSizesFromEnv(localSize, o.oversubscribed);
   const size_t ringBytes = ringBytesFromEnv(localSize);
-  const size_t bytes = ShmDomain::segmentBytes(localSize, slotBytes, ringBytes);
   const std::string myKey = "shm/" + std::to_string(myHost);
 
   std::optional<ShmSegment> created;
@@ -140,9 +178,10 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
     if (envBool("MESHCOMM_SHM", true)) {
       std::string name = segmentName(o.groupName);
       try {
-        created.emplace(ShmSegment::create(name, bytes));
-        ShmDomain::format(created->data(), localSize, slotBytes, ringBytes);
-        published = name;
+        created.emplace(
+            ShmSegment::create(name, ShmDomain::segmentBytes(localSize, sizes.slot, ringBytes)));
+        ShmDomain::format(created->data(), localSize, sizes.slot, sizes.chunk, ringBytes);
+        published = describeSegment(sizes.slot, name);
       } catch (const Error& e) {
         MESHCOMM_LOG(kWarn, "group " << o.groupName << ": shared memory unavailable, using "
                                         << "TCP within this host: " << e.what());
@@ -161,7 +200,10 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
   for (size_t i = 0; i < keys.size(); ++i) {
     std::string value(values[i].begin(), values[i].end());
     if (value == kOff) return result;  // some host cannot: nobody does
-    if (keys[i] == myKey) myName = value;
+    if (keys[i] == myKey && !parseSegment(value, sizes.slot, myName)) {
+      throw Error("creating group " + o.groupName + ": malformed shared-memory entry '" + value +
+                  "' in the store (ranks of different meshcomm versions?)");
+    }
   }
   result.enabled = true;
   if (localSize < 2) return result;
@@ -173,7 +215,8 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
     d.groupRanks.push_back(locals[static_cast<size_t>(i)]);
     d.worldRanks.push_back(o.worldRanks[static_cast<size_t>(locals[static_cast<size_t>(i)])]);
   }
-  d.slotBytes = slotBytes;
+  d.slotBytes = sizes.slot;
+  d.chunkBytes = sizes.chunk;
   d.ringBytes = ringBytes;
   // An idle core per rank: spin, since the peer is probably running. More
   // ranks than cores: the peer we wait for may need our core, so yield at
@@ -184,7 +227,9 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
   d.yield = std::chrono::microseconds(std::max<int64_t>(0, yieldUs));
   d.monitor = o.monitor;
   d.describeSignature = o.describeSignature;
-  ShmSegment segment = created ? std::move(*created) : ShmSegment::open(myName, bytes);
+  ShmSegment segment =
+      created ? std::move(*created)
+              : ShmSegment::open(myName, ShmDomain::segmentBytes(localSize, sizes.slot, ringBytes));
   result.domain = std::make_unique<ShmDomain>(std::move(d), std::move(segment));
   result.domain->setSingleCopy(probeSingleCopy(o, locals));
   return result;

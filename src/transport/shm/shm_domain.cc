@@ -32,7 +32,7 @@ namespace meshcomm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6873'6d6d'6f63'686dULL;  // "mhcommsh"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 // How often a waiting rank looks beyond its own flags (pids, store).
@@ -46,6 +46,7 @@ struct alignas(kLine) Header {
   uint32_t version;
   uint32_t localSize;
   uint64_t slotBytes;
+  uint64_t chunkBytes;
   uint64_t ringBytes;
   std::atomic<uint32_t> mapped;  // local ranks attached so far
 };
@@ -189,13 +190,15 @@ size_t ShmDomain::segmentBytes(int localSize, size_t slotBytes, size_t ringBytes
   return Layout::ringDataOffset(localSize, slotBytes) + roundUp(ringBytes * pairs, kPage);
 }
 
-void ShmDomain::format(uint8_t* base, int localSize, size_t slotBytes, size_t ringBytes) {
+void ShmDomain::format(uint8_t* base, int localSize, size_t slotBytes, size_t chunkBytes,
+                       size_t ringBytes) {
   auto* l = new (base) Layout{};
   for (int i = 0; i < localSize; ++i) new (Layout::members(l) + i) MemberLine{};
   l->header.magic = kMagic;
   l->header.version = kVersion;
   l->header.localSize = static_cast<uint32_t>(localSize);
   l->header.slotBytes = slotBytes;
+  l->header.chunkBytes = chunkBytes;
   l->header.ringBytes = ringBytes;
   auto* flags = reinterpret_cast<FlagLine*>(Layout::members(l) + localSize);
   for (size_t i = 0; i < kDepth * static_cast<size_t>(localSize); ++i) new (flags + i) FlagLine{};
@@ -210,7 +213,7 @@ ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
   const Header& h = layout_->header;
   if (h.magic != kMagic || h.version != kVersion ||
       h.localSize != static_cast<uint32_t>(localSize()) || h.slotBytes != options_.slotBytes ||
-      h.ringBytes != options_.ringBytes) {
+      h.chunkBytes != options_.chunkBytes || h.ringBytes != options_.ringBytes) {
     throw Error("shared-memory segment " + segment_.name() + " of group " + options_.groupName +
                 " does not have the expected layout (another meshcomm version, or ranks that "
                 "disagree about MESHCOMM_SHM_SLOT_BYTES or MESHCOMM_SHM_P2P_BYTES)");

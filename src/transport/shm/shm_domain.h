@@ -60,6 +60,7 @@ struct ShmDomainOptions {
   std::vector<int> groupRanks;  // group rank of each local rank
   std::vector<int> worldRanks;  // world rank of each local rank
   size_t slotBytes = 0;         // per rank and round buffer
+  size_t chunkBytes = 0;        // what most collectives use of a slot (at most slotBytes)
   size_t ringBytes = 0;         // per ordered pair of ranks (point-to-point)
   // Spin (pause) this long before yielding; yield this long before sleeping.
   std::chrono::microseconds spin{50};
@@ -83,8 +84,10 @@ class ShmDomain {
   // `ringBytes` rings (a multiple of 64).
   static size_t segmentBytes(int localSize, size_t slotBytes, size_t ringBytes);
   // Lays out a fresh (zero-filled) segment; the creator calls this before
-  // telling anyone its name.
-  static void format(uint8_t* base, int localSize, size_t slotBytes, size_t ringBytes);
+  // telling anyone its name. The sizes are recorded so that every rank can
+  // check that it agrees with them.
+  static void format(uint8_t* base, int localSize, size_t slotBytes, size_t chunkBytes,
+                     size_t ringBytes);
 
   // A single-writer, single-reader byte ring from one local rank to
   // another. `written` and `consumed` count bytes since the group began;
@@ -133,6 +136,7 @@ class ShmDomain {
   int localRank() const { return options_.localRank; }
   int localSize() const { return static_cast<int>(options_.groupRanks.size()); }
   size_t slotBytes() const { return options_.slotBytes; }
+  size_t chunkBytes() const { return options_.chunkBytes; }
   // Group rank of a local rank.
   int groupRank(int local) const { return options_.groupRanks[static_cast<size_t>(local)]; }
   // "rank G (world rank W)" of a local rank.
@@ -205,7 +209,11 @@ class ShmOp {
   ShmDomain& domain() { return d_; }
   int rank() const { return d_.localRank(); }
   int size() const { return d_.localSize(); }
+  // The whole slot. all_to_all uses up to a chunk of it per peer.
   size_t slotBytes() const { return d_.slotBytes(); }
+  // What the other pipelined collectives publish per round. Every rank
+  // reads every rank's, so their working set is P of these.
+  size_t chunkBytes() const { return d_.chunkBytes(); }
   const OpContext& context() const { return ctx_; }
 
   // Starts the next round and returns this rank's slot for it (slotBytes()
