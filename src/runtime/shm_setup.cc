@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <fstream>
 #include <optional>
 
@@ -64,14 +65,10 @@ std::string describeSegment(size_t slotBytes, const std::string& name) {
 }
 bool parseSegment(const std::string& value, size_t& slotBytes, std::string& name) {
   const size_t space = value.find(' ');
-  if (space == std::string::npos || space == 0 || space + 1 == value.size()) return false;
-  try {
-    size_t used = 0;
-    slotBytes = std::stoull(value.substr(0, space), &used);
-    if (used != space) return false;
-  } catch (const std::exception&) {
-    return false;
-  }
+  if (space == std::string::npos || space + 1 == value.size()) return false;
+  const char* end = value.data() + space;
+  auto [ptr, ec] = std::from_chars(value.data(), end, slotBytes);
+  if (ec != std::errc() || ptr != end) return false;
   name = value.substr(space + 1);
   return true;
 }
