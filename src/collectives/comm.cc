@@ -2,6 +2,7 @@
 
 #include "collectives/opcode.h"
 #include "common/check.h"
+#include "transport/tags.h"
 
 namespace meshcomm {
 
@@ -36,27 +37,21 @@ Comm::~Comm() {
   scratch_.trim(kKeepBytes);
 }
 
-uint64_t Comm::tagFor(uint64_t seq, uint32_t step) {
-  constexpr uint64_t kCollectiveBit = uint64_t{1} << 63;
-  constexpr uint64_t kSeqMask = (uint64_t{1} << 39) - 1;
-  return kCollectiveBit | ((seq & kSeqMask) << 24) | (step & 0xFFFFFFu);
-}
-
 void Comm::nextPhase() {
   phaseBase_ += kStepsPerPhase;
-  MESHCOMM_CHECK(phaseBase_ < (1u << 24), "too many phases in one collective");
+  MESHCOMM_CHECK(phaseBase_ < tags::kMaxSteps, "too many phases in one collective");
 }
 
 RequestPtr Comm::send(int peer, uint32_t step, const void* data, size_t bytes) {
   MESHCOMM_CHECK(step < kStepsPerPhase, "step " << step << " out of range");
-  auto r = transport_.postSend(peer, tagFor(seq_, phaseBase_ + step), sig_, data, bytes);
+  auto r = transport_.postSend(peer, tags::collective(seq_, phaseBase_ + step), sig_, data, bytes);
   posted_.push_back(r);
   return r;
 }
 
 RequestPtr Comm::recv(int peer, uint32_t step, void* data, size_t bytes) {
   MESHCOMM_CHECK(step < kStepsPerPhase, "step " << step << " out of range");
-  auto r = transport_.postRecv(peer, tagFor(seq_, phaseBase_ + step), sig_, data, bytes);
+  auto r = transport_.postRecv(peer, tags::collective(seq_, phaseBase_ + step), sig_, data, bytes);
   posted_.push_back(r);
   return r;
 }
@@ -74,7 +69,7 @@ void Comm::waitAll() {
 void Comm::sendRecv(int sendPeer, const void* sendData, size_t sendBytes, int recvPeer,
                     void* recvData, size_t recvBytes, uint32_t step) {
   MESHCOMM_CHECK(step < kStepsPerPhase, "step " << step << " out of range");
-  uint64_t tag = tagFor(seq_, phaseBase_ + step);
+  uint64_t tag = tags::collective(seq_, phaseBase_ + step);
   RequestPtr rs[2] = {transport_.postSend(sendPeer, tag, sig_, sendData, sendBytes),
                       transport_.postRecv(recvPeer, tag, sig_, recvData, recvBytes)};
   wait(rs);

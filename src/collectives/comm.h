@@ -82,10 +82,6 @@ class Comm {
   void nextPhase();
   static constexpr uint32_t kStepsPerPhase = 1u << 16;
 
-  // The tag of step `step` of collective call `seq` (top bit set, so user
-  // point-to-point tags, which are 31-bit, never collide).
-  static uint64_t tagFor(uint64_t seq, uint32_t step);
-
  private:
   Transport& transport_;
   OpContext context_;

@@ -1,6 +1,7 @@
 #include "collectives/p2p.h"
 
 #include "collectives/opcode.h"
+#include "transport/tags.h"
 
 namespace meshcomm {
 
@@ -11,7 +12,7 @@ std::vector<RequestPtr> postPointToPoint(Transport& transport, const std::vector
     MessageSignature sig{static_cast<uint8_t>(Opcode::kPointToPoint),
                          static_cast<uint8_t>(op.tensor.dtype), 0,
                          static_cast<uint64_t>(op.tensor.numel), 0};
-    auto tag = static_cast<uint64_t>(static_cast<uint32_t>(op.tag));
+    const uint64_t tag = tags::pointToPoint(op.tag);
     if (op.kind == P2POp::Kind::kSend) {
       requests.push_back(transport.postSend(op.peer, tag, sig, op.tensor.data, op.tensor.bytes()));
     } else {

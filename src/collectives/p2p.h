@@ -1,7 +1,7 @@
 // Point-to-point: user sends and receives, matched by peer and tag in
-// issue order. The messages use tags below 2^31, apart from every
-// collective's (collectives/comm.h), and carry dtype and element count so
-// mismatched pairs fail with Mismatch.
+// issue order. Their tags are the users' own, apart from every collective's
+// (transport/tags.h); they carry dtype and element count so mismatched
+// pairs fail with Mismatch.
 #pragma once
 
 #include <vector>

@@ -28,4 +28,14 @@ std::string errorMessageOf(const std::exception_ptr& error) {
   }
 }
 
+void throwAbortReason(wire::AbortReason reason, const std::string& text) {
+  switch (reason) {
+    case wire::AbortReason::kPeerLost: throw PeerLost(text);
+    case wire::AbortReason::kTimeout: throw Timeout(text);
+    case wire::AbortReason::kMismatch: throw Mismatch(text);
+    case wire::AbortReason::kAborted: break;
+  }
+  throw Aborted(text);
+}
+
 }  // namespace meshcomm

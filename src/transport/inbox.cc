@@ -5,13 +5,9 @@
 
 #include "common/check.h"
 #include "meshcomm/error.h"
+#include "transport/tags.h"
 
 namespace meshcomm {
-
-bool sameCollectiveCall(uint64_t a, uint64_t b) {
-  constexpr uint64_t kCollectiveBit = uint64_t{1} << 63;
-  return (a & kCollectiveBit) != 0 && (b & kCollectiveBit) != 0 && (a >> 24) == (b >> 24);
-}
 
 void Inbox::checkMatch(const Request& r, const Envelope& e, const std::string& during) const {
   if (e.signature == r.signature && e.bytes == r.bytes) return;
@@ -54,7 +50,7 @@ void Inbox::post(const RequestPtr& r, const std::string& during) {
   // a buffered message of the same call that disagrees means the peer runs
   // another operation, even when no tag of the two schedules would match.
   for (const auto& b : buffered_) {
-    if (sameCollectiveCall(b->envelope.tag, r->tag) && !(b->envelope.signature == r->signature)) {
+    if (tags::sameCollectiveCall(b->envelope.tag, r->tag) && !(b->envelope.signature == r->signature)) {
       checkMatch(*r, b->envelope, during);
     }
   }
@@ -72,7 +68,7 @@ void Inbox::arrive(const Envelope& e, const std::string& during) {
     return;
   }
   for (const auto& r : posted_) {
-    if (sameCollectiveCall(r->tag, e.tag) && !(e.signature == r->signature)) {
+    if (tags::sameCollectiveCall(r->tag, e.tag) && !(e.signature == r->signature)) {
       checkMatch(*r, e, during);
     }
   }

@@ -87,8 +87,4 @@ class Inbox {
   std::shared_ptr<Buffered> spill_;     // its buffer
 };
 
-// Whether two tags belong to the same collective call (collectives/comm.h
-// composes them), whose messages must all carry the same signature.
-bool sameCollectiveCall(uint64_t a, uint64_t b);
-
 }  // namespace meshcomm

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "meshcomm/error.h"
+#include "transport/failure.h"
 
 namespace meshcomm {
 
@@ -22,14 +23,7 @@ void PeerMonitor::check(const std::string& during) {
       if (v.size() >= 1) {
         auto reason = static_cast<wire::AbortReason>(v[0]);
         std::string message(v.begin() + 1, v.end());
-        std::string text = during + ": " + message;
-        switch (reason) {
-          case wire::AbortReason::kPeerLost: throw PeerLost(text);
-          case wire::AbortReason::kTimeout: throw Timeout(text);
-          case wire::AbortReason::kMismatch: throw Mismatch(text);
-          case wire::AbortReason::kAborted: break;
-        }
-        throw Aborted(text);
+        throwAbortReason(reason, during + ": " + message);
       }
     }
     if (!store_->check({lostRanksKey()})) return;

@@ -1,10 +1,11 @@
 // Transport: moving tagged messages between the ranks of one group.
 //
 // Collective algorithms post sends and receives and then wait for them; a
-// transport (tcp/, later shm/) moves the bytes. Posting never blocks; data
-// moves inside wait() and progress(), so every posted request of the group
-// advances together (a ring's send and receive overlap, and a batch of
-// point-to-point operations completes in any listing order).
+// transport (tcp/, shm/, or routed/ composing both) moves the bytes. Posting
+// never blocks; data moves inside wait() and progress(), so every posted
+// request of the group advances together (a ring's send and receive
+// overlap, and a batch of point-to-point operations completes in any
+// listing order).
 //
 // A receive matches the oldest unmatched message from its peer with the
 // same tag; the message's signature and size must equal the receive's, or

@@ -310,13 +310,7 @@ void ShmDomain::throwIfAborted() const {
   const AbortLine& a = layout_->abort;
   if (a.raised.load(std::memory_order_acquire) == 0) return;
   std::string text(a.message, strnlen(a.message, sizeof(a.message)));
-  switch (static_cast<wire::AbortReason>(a.reason)) {
-    case wire::AbortReason::kPeerLost: throw PeerLost(text);
-    case wire::AbortReason::kTimeout: throw Timeout(text);
-    case wire::AbortReason::kMismatch: throw Mismatch(text);
-    case wire::AbortReason::kAborted: break;
-  }
-  throw Aborted(text);
+  throwAbortReason(static_cast<wire::AbortReason>(a.reason), text);
 }
 
 void ShmDomain::abort(wire::AbortReason reason, const std::string& message) noexcept {

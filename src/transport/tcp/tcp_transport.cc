@@ -28,16 +28,6 @@ constexpr int kMaxBlockingPollMs = 100;
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
-[[noreturn]] void throwReason(wire::AbortReason reason, const std::string& text) {
-  switch (reason) {
-    case wire::AbortReason::kPeerLost: throw PeerLost(text);
-    case wire::AbortReason::kTimeout: throw Timeout(text);
-    case wire::AbortReason::kMismatch: throw Mismatch(text);
-    case wire::AbortReason::kAborted: break;
-  }
-  throw Aborted(text);
-}
-
 }  // namespace
 
 struct TcpTransport::Pair {
@@ -348,7 +338,7 @@ void TcpTransport::progressRecv(Pair& p, const std::string& during) {
         reason = static_cast<wire::AbortReason>(p.abortData[0]);
         text.assign(p.abortData.begin() + 1, p.abortData.end());
       }
-      throwReason(reason, during + ": " + describePeer(p.peer) + " aborted the group: " + text);
+      throwAbortReason(reason, during + ": " + describePeer(p.peer) + " aborted the group: " + text);
     }
     p.inbox.finish();
     p.inHeaderFill = 0;
