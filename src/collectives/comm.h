@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "collectives/placement.h"
+#include "transport/placement.h"
 #include "collectives/scratch.h"
 #include "collectives/tuning.h"
 #include "transport/shm/shm_domain.h"
@@ -18,11 +18,12 @@
 
 namespace meshcomm {
 
-// Where a group's ranks live and whether they use shared memory.
+// Where a group's ranks live and how its collectives reach them, fixed when
+// the group was created (transport/group_transport.h).
 struct Locality {
   const Placement* placement = nullptr;  // null: treat every rank as remote
   ShmDomain* shm = nullptr;              // this host's domain, if it has one
-  bool shmEnabled = false;               // the same on every rank of the group
+  Route route = Route::kTcp;
 };
 
 class Comm {
@@ -41,18 +42,11 @@ class Comm {
   Transport& transport() { return transport_; }
 
   // The whole group is on this host and talks through shared memory.
-  bool singleHostShm() const {
-    return locality_.shmEnabled && locality_.shm != nullptr && locality_.placement->singleHost();
-  }
+  bool singleHostShm() const { return locality_.route == Route::kShm; }
   // Several hosts, some with several ranks: shared memory within each host,
   // TCP between them.
-  bool hierarchical() const {
-    return locality_.shmEnabled && locality_.placement != nullptr &&
-           !locality_.placement->singleHost() && !locality_.placement->onePerHost();
-  }
-  Route route() const {
-    return singleHostShm() ? Route::kShm : hierarchical() ? Route::kHierarchical : Route::kTcp;
-  }
+  bool hierarchical() const { return locality_.route == Route::kHierarchical; }
+  Route route() const { return locality_.route; }
   const Placement& placement() const { return *locality_.placement; }
   // This host's shared-memory view of the call. REQUIRES: a domain exists.
   ShmOp shmOp() { return ShmOp(*locality_.shm, context_, sig_); }

@@ -30,15 +30,6 @@ constexpr Named kNames[] = {
     {"hierarchical", Algorithm::kHierarchical},
 };
 
-const char* routeName(Route route) {
-  switch (route) {
-    case Route::kTcp: return "TCP between every rank";
-    case Route::kShm: return "shared memory on one host";
-    case Route::kHierarchical: return "shared memory within hosts and TCP between them";
-  }
-  return "?";
-}
-
 bool runsOn(Algorithm algo, Route route) {
   switch (algo) {
     case Algorithm::kShmOneShot:

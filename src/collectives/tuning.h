@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string>
 
+#include "transport/placement.h"
+
 namespace meshcomm {
 
 enum class Algorithm {
@@ -21,13 +23,6 @@ enum class Algorithm {
   kShmSingleCopy,      // one host: reduce-scatter + all-gather reading peers' buffers directly
   kShm,                // one host: the shared-memory algorithm (broadcast, reduce)
   kHierarchical,       // shared memory within hosts, TCP between one leader per host
-};
-
-// How a group's ranks can reach each other.
-enum class Route {
-  kTcp,           // no two ranks share a host (or shared memory is off)
-  kShm,           // every rank on this host
-  kHierarchical,  // several hosts, several ranks on some
 };
 
 const char* algorithmName(Algorithm algo);

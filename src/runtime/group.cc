@@ -7,24 +7,17 @@
 
 namespace meshcomm {
 
-GroupImpl::GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport,
-                     std::unique_ptr<ShmDomain> shm)
+GroupImpl::GroupImpl(GroupConfig config, GroupTransport transport)
     : config_(std::move(config)),
-      transport_(std::move(transport)),
-      shm_(std::move(shm)),
-      executor_(std::make_unique<Executor>(config_.name, *transport_)) {}
+      links_(std::move(transport)),
+      executor_(std::make_unique<Executor>(config_.name, *links_.transport)) {}
 
 GroupImpl::~GroupImpl() {
-  // The transport's shared-memory side uses the domain.
+  // The executor drives the transport, whose shared-memory side uses the
+  // domain.
   executor_.reset();
-  transport_.reset();
-  shm_.reset();
-}
-
-Route GroupImpl::route() const {
-  if (!config_.shmEnabled || size() == 1) return Route::kTcp;
-  if (config_.placement.singleHost()) return Route::kShm;
-  return config_.placement.onePerHost() ? Route::kTcp : Route::kHierarchical;
+  links_.transport.reset();
+  links_.sharedMemory.reset();
 }
 
 OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOptions& options) const {
@@ -68,8 +61,8 @@ void GroupImpl::failGroup(const std::exception_ptr& error) {
   // A failed collective leaves its peers mid-operation: tell the ranks of
   // this host through shared memory, the others through the transport (and
   // the store), so every rank fails now.
-  if (shm_) shm_->abort(abortReasonOf(error), errorMessageOf(error));
-  transport_->abort(error);
+  if (links_.sharedMemory) links_.sharedMemory->abort(abortReasonOf(error), errorMessageOf(error));
+  links_.transport->abort(error);
 }
 
 WorkPtr GroupImpl::runPointToPoint(
@@ -80,12 +73,12 @@ WorkPtr GroupImpl::runPointToPoint(
       std::move(description),
       [this, opName, options, body = std::move(body)]() -> Executor::Pending {
         OpContext ctx = contextFor(opName, p2pSeq_++, options);
-        std::vector<RequestPtr> requests = body(*transport_, ctx);
+        std::vector<RequestPtr> requests = body(*links_.transport, ctx);
         // A blocking call finishes its transfers here; an asynchronous one
         // leaves them to background progress, under the same deadline.
         if (options.blocking) {
           try {
-            transport_->wait(requests, ctx);
+            links_.transport->wait(requests, ctx);
           } catch (...) {
             failGroup(std::current_exception());
             throw;

@@ -13,11 +13,9 @@
 #include <vector>
 
 #include "collectives/comm.h"
-#include "collectives/placement.h"
 #include "meshcomm/process_group.h"
 #include "runtime/executor.h"
-#include "transport/shm/shm_domain.h"
-#include "transport/transport.h"
+#include "transport/group_transport.h"
 
 namespace meshcomm {
 
@@ -26,18 +24,11 @@ struct GroupConfig {
   int rank = 0;
   std::vector<int> worldRanks;
   std::chrono::milliseconds timeout{0};
-  Placement placement;
-  // Shared memory is in use on every host with several members (the same
-  // decision on every rank).
-  bool shmEnabled = false;
 };
 
 class GroupImpl {
  public:
-  // shm: this host's domain; null when this host has one member or
-  // shared memory is off.
-  GroupImpl(GroupConfig config, std::unique_ptr<Transport> transport,
-            std::unique_ptr<ShmDomain> shm);
+  GroupImpl(GroupConfig config, GroupTransport transport);
   // Lets queued operations finish, then closes the transport.
   ~GroupImpl();
 
@@ -47,7 +38,7 @@ class GroupImpl {
   const std::vector<int>& worldRanks() const { return config_.worldRanks; }
   std::chrono::milliseconds timeout() const { return config_.timeout; }
   // How the members reach each other, for choosing algorithms.
-  Route route() const;
+  Route route() const { return links_.route; }
 
   // Runs a collective: body(Comm&) runs on the executor with a Comm
   // carrying the call's sequence number and signature. A blocking call on
@@ -74,7 +65,7 @@ class GroupImpl {
   WorkPtr runPointToPoint(const char* opName, const OpOptions& options,
                           std::function<std::vector<RequestPtr>(Transport&, const OpContext&)> body);
 
-  Transport& transport() { return *transport_; }
+  Transport& transport() { return *links_.transport; }
 
  private:
   OpContext contextFor(const char* opName, uint64_t seq, const OpOptions& options) const;
@@ -91,10 +82,10 @@ class GroupImpl {
                Body& body) {
     // A local rank's failure ends the group here at once, even when the
     // data this call needs happens to be in shared memory already.
-    if (shm_) shm_->throwIfAborted();
+    if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
     uint64_t seq = collectiveSeq_++;
-    Locality locality{&config_.placement, shm_.get(), config_.shmEnabled};
-    Comm comm(*transport_, contextFor(opName, seq, options), sig, seq, scratch_, locality);
+    Locality locality{&links_.placement, links_.sharedMemory.get(), links_.route};
+    Comm comm(*links_.transport, contextFor(opName, seq, options), sig, seq, scratch_, locality);
     try {
       body(comm);
     } catch (...) {
@@ -104,8 +95,7 @@ class GroupImpl {
   }
 
   GroupConfig config_;
-  std::unique_ptr<Transport> transport_;
-  std::unique_ptr<ShmDomain> shm_;
+  GroupTransport links_;
   // Touched only by the thread running the group's current operation.
   uint64_t collectiveSeq_ = 0;
   uint64_t p2pSeq_ = 0;

@@ -22,11 +22,9 @@
 #include "meshcomm/process_group.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
-#include "runtime/shm_setup.h"
+#include "transport/group_transport.h"
 #include "transport/peer_monitor.h"
-#include "transport/routed_transport.h"
-#include "transport/shm/shm_transport.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/placement.h"
 
 namespace meshcomm {
 namespace {
@@ -141,7 +139,7 @@ class WorldImpl {
   std::string advertiseHost;
   std::chrono::microseconds spin{50};
   bool hostsStore = false;
-  std::vector<std::string> hostIdOfRank;  // by world rank (runtime/shm_setup.h)
+  std::vector<std::string> hostIdOfRank;  // by world rank (transport/placement.h)
   bool oversubscribed = false;            // more ranks on this host than usable CPUs
 
   std::shared_ptr<Store> userStore;      // what the job rendezvoused through
@@ -173,31 +171,17 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   auto groupStore = std::make_shared<PrefixStore>(groupKey, jobStore);
   auto monitor = std::make_shared<PeerMonitor>(jobStore, name, groupKey + "/abort", members);
 
-  TcpTransportOptions t;
-  t.groupName = name;
-  t.rank = groupRank;
-  t.worldRanks = members;
-  t.advertiseHost = advertiseHost;
-  t.groupStore = groupStore;
-  t.monitor = monitor;
-  t.authToken = authToken;
-  t.spin = spin;
-  const auto maxUnexpectedBytes =
-      static_cast<size_t>(envIntOr("MESHCOMM_MAX_UNEXPECTED_BYTES", int64_t{1} << 30));
-  t.maxUnexpectedBytes = maxUnexpectedBytes;
-  t.describeSignature = describeSignature;
-  auto transport = std::make_unique<TcpTransport>(std::move(t));
-
-  // Every member has published its address once all have joined, so the
-  // first dial never waits on a missing key.
+  // Every member joins before anything is set up, so a missing one is
+  // named as such rather than as a failed connection later.
   const auto n = static_cast<int64_t>(members.size());
+  groupStore->set("member/" + std::to_string(groupRank), std::string("1"));
   if (groupStore->add("joined", 1) == n) groupStore->set("ready", std::string("1"));
   try {
     groupStore->wait({"ready"}, groupTimeout);
   } catch (const Timeout&) {
     std::string missing;
     for (size_t i = 0; i < members.size(); ++i) {
-      if (!groupStore->check({"addr/" + std::to_string(i)})) {
+      if (!groupStore->check({"member/" + std::to_string(i)})) {
         missing += (missing.empty() ? "" : ", ") + std::to_string(members[i]);
       }
     }
@@ -205,47 +189,36 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
                   " did not join within " + std::to_string(groupTimeout.count()) +
                   " ms; every member must call new_group with the same ranks");
   }
-  std::vector<int> hostIds;
-  {
-    std::map<std::string, int> idOf;
-    for (int m : members) {
-      auto [it, fresh] = idOf.emplace(hostIdOfRank[static_cast<size_t>(m)],
-                                      static_cast<int>(idOf.size()));
-      hostIds.push_back(it->second);
-    }
-  }
-  ShmSetupOptions so;
-  so.groupName = name;
-  so.groupRank = groupRank;
-  so.worldRanks = members;
-  so.placement = Placement::fromHostIds(hostIds);
-  so.groupStore = groupStore;
-  so.monitor = monitor;
-  so.timeout = groupTimeout;
-  so.oversubscribed = oversubscribed;
-  so.describeSignature = describeSignature;
-  ShmSetup shm = setUpSharedMemory(so);
-  MESHCOMM_LOG(kInfo, "group " << name << ": rank " << groupRank << " of " << members.size()
-                               << " on " << so.placement.hostCount() << " host(s), shared memory "
-                               << (shm.enabled ? "on" : "off")
-                               << (shm.domain ? " (this host: " +
-                                                    std::to_string(shm.domain->localSize()) +
-                                                    " ranks)"
-                                              : std::string()));
 
-  GroupConfig config{name, groupRank, members, groupTimeout, so.placement, shm.enabled};
-  std::unique_ptr<Transport> routed = std::move(transport);
-  if (shm.domain) {
-    // Point-to-point messages to the ranks of this host go through shared
-    // memory too.
-    std::vector<int> localOf(members.size(), -1);
-    for (int i = 0; i < shm.domain->localSize(); ++i) localOf[static_cast<size_t>(shm.domain->groupRank(i))] = i;
-    auto local = std::make_unique<ShmTransport>(*shm.domain, groupRank, std::move(localOf),
-                                                maxUnexpectedBytes, describeSignature);
-    routed = std::make_unique<RoutedTransport>(std::move(routed), std::move(local));
-  }
-  auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(routed),
-                                          std::move(shm.domain));
+  LinkSetup setup;
+  setup.groupName = name;
+  setup.groupRank = groupRank;
+  setup.worldRanks = members;
+  std::vector<std::string> hostIds;
+  for (int m : members) hostIds.push_back(hostIdOfRank[static_cast<size_t>(m)]);
+  setup.placement = Placement::fromHostIds(hostIds);
+  setup.groupStore = groupStore;
+  setup.monitor = monitor;
+  setup.timeout = groupTimeout;
+  setup.advertiseHost = advertiseHost;
+  setup.authToken = authToken;
+  setup.spin = spin;
+  setup.maxUnexpectedBytes =
+      static_cast<size_t>(envIntOr("MESHCOMM_MAX_UNEXPECTED_BYTES", int64_t{1} << 30));
+  setup.oversubscribed = oversubscribed;
+  setup.describeSignature = describeSignature;
+  GroupTransport links = createGroupTransport(setup);
+  MESHCOMM_LOG(kInfo, "group " << name << ": rank " << groupRank << " of " << members.size()
+                               << " on " << links.placement.hostCount() << " host(s), "
+                               << routeName(links.route)
+                               << (links.sharedMemory
+                                       ? " (this host: " +
+                                             std::to_string(links.sharedMemory->localSize()) +
+                                             " ranks)"
+                                       : std::string()));
+
+  GroupConfig config{name, groupRank, members, groupTimeout};
+  auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(links));
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
   std::lock_guard<std::mutex> lock(mu);
   groups[name] = group;

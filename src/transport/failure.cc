@@ -1,5 +1,7 @@
 #include "transport/failure.h"
 
+#include <set>
+
 #include "meshcomm/error.h"
 
 namespace meshcomm {
@@ -36,6 +38,24 @@ void throwAbortReason(wire::AbortReason reason, const std::string& text) {
     case wire::AbortReason::kAborted: break;
   }
   throw Aborted(text);
+}
+
+std::string awaitedPeers(std::span<const RequestPtr> requests,
+                         const std::function<std::string(int peer)>& describePeer) {
+  std::set<std::string> waitingOn;
+  for (const auto& r : requests) {
+    if (!r->done()) waitingOn.insert(describePeer(r->peer) + (r->isSend ? " to receive" : " to send"));
+  }
+  std::string peers;
+  for (const auto& w : waitingOn) peers += (peers.empty() ? "" : ", ") + w;
+  return peers;
+}
+
+void throwWaitTimeout(const std::string& during, std::span<const RequestPtr> requests,
+                      const std::function<std::string(int peer)>& describePeer) {
+  throw Timeout(during + " timed out; still waiting for " + awaitedPeers(requests, describePeer) +
+                ". A rank that never issued this operation, or issued a different one, is the "
+                "usual cause (the group timeout can be raised with MESHCOMM_TIMEOUT_MS)");
 }
 
 }  // namespace meshcomm

@@ -1,17 +1,20 @@
 #include "transport/routed_transport.h"
 
-#include <set>
-
 #include "common/check.h"
 #include "common/interrupt.h"
 #include "meshcomm/error.h"
+#include "transport/failure.h"
 
 namespace meshcomm {
 
-RoutedTransport::RoutedTransport(std::unique_ptr<Transport> network,
-                                 std::unique_ptr<ShmTransport> local)
-    : network_(std::move(network)), local_(std::move(local)) {
-  MESHCOMM_CHECK(network_->rank() == local_->rank() && network_->size() == local_->size());
+RoutedTransport::RoutedTransport(std::vector<std::unique_ptr<Transport>> links,
+                                 std::vector<int> linkOf)
+    : links_(std::move(links)), linkOf_(std::move(linkOf)) {
+  MESHCOMM_CHECK(links_.size() >= 2, "a routed transport composes several links");
+  for (const auto& link : links_) {
+    MESHCOMM_CHECK(link->rank() == links_.front()->rank() && link->size() == links_.front()->size());
+  }
+  MESHCOMM_CHECK(linkOf_.size() == static_cast<size_t>(size()));
 }
 
 RequestPtr RoutedTransport::postSend(int peer, uint64_t tag, const MessageSignature& sig,
@@ -32,11 +35,14 @@ void RoutedTransport::throwIfBroken() const {
 
 void RoutedTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
   throwIfBroken();
-  bool anyLocal = false;
-  bool anyRemote = false;
-  for (const auto& r : requests) (local_->reaches(r->peer) ? anyLocal : anyRemote) = true;
-  if (!anyRemote) return local_->wait(requests, ctx);
-  if (!anyLocal) return network_->wait(requests, ctx);
+  int only = -1;  // the one link every request goes over, if there is one
+  bool several = false;
+  for (const auto& r : requests) {
+    const int link = linkOf_[static_cast<size_t>(r->peer)];
+    if (only < 0) only = link;
+    several = several || link != only;
+  }
+  if (!several) return links_[static_cast<size_t>(only < 0 ? 0 : only)]->wait(requests, ctx);
 
   const std::string during = ctx.describe();
   auto allDone = [&] {
@@ -47,26 +53,15 @@ void RoutedTransport::wait(std::span<const RequestPtr> requests, const OpContext
   };
   try {
     while (!allDone()) {
-      bool moved = local_->poll(during);
-      // Block on the sockets only while shared memory is idle.
-      network_->progress(std::chrono::milliseconds(moved ? 0 : 1), -1);
+      bool moved = false;
+      for (size_t i = 1; i < links_.size(); ++i) moved = links_[i]->poll(during) || moved;
+      // Block on the network only while the more local links are idle.
+      links_.front()->progress(std::chrono::milliseconds(moved ? 0 : 1), -1);
       throwIfBroken();
       if (allDone()) break;
       if (interruptRequested(false)) throwInterrupted(during, "rank " + std::to_string(rank()));
       if (ctx.deadline.expired()) {
-        std::set<std::string> waitingOn;
-        for (const auto& r : requests) {
-          if (!r->done()) {
-            waitingOn.insert("rank " + std::to_string(r->peer) +
-                             (r->isSend ? " to receive" : " to send"));
-          }
-        }
-        std::string peers;
-        for (const auto& w : waitingOn) peers += (peers.empty() ? "" : ", ") + w;
-        throw Timeout(during + " timed out; still waiting for " + peers +
-                      ". A rank that never issued this operation, or issued a different one, "
-                      "is the usual cause (the group timeout can be raised with "
-                      "MESHCOMM_TIMEOUT_MS)");
+        throwWaitTimeout(during, requests, [](int peer) { return "rank " + std::to_string(peer); });
       }
     }
   } catch (...) {
@@ -75,29 +70,53 @@ void RoutedTransport::wait(std::span<const RequestPtr> requests, const OpContext
   }
 }
 
+bool RoutedTransport::poll(const std::string& during) {
+  bool moved = false;
+  for (const auto& link : links_) moved = link->poll(during) || moved;
+  return moved;
+}
+
 void RoutedTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
-  const bool local = local_->hasPending();
-  const bool remote = network_->hasPending();
-  if (!remote) return local_->progress(budget, interruptFd);
-  if (!local) return network_->progress(budget, interruptFd);
+  Transport* busy = nullptr;  // the one link with pending requests, if only one has
+  int busyLinks = 0;
+  for (const auto& link : links_) {
+    if (!link->hasPending()) continue;
+    busy = link.get();
+    ++busyLinks;
+  }
+  if (busyLinks == 0) return;
+  if (busyLinks == 1) return busy->progress(budget, interruptFd);
   const auto until = Deadline::Clock::now() + budget;
   while (Deadline::Clock::now() < until && !brokenError()) {
-    local_->progress(std::chrono::milliseconds(0), interruptFd);
-    network_->progress(std::chrono::milliseconds(1), interruptFd);
-    if (!local_->hasPending() || !network_->hasPending()) return;
+    for (size_t i = 1; i < links_.size(); ++i) links_[i]->progress(std::chrono::milliseconds(0), interruptFd);
+    links_.front()->progress(std::chrono::milliseconds(1), interruptFd);
+    int stillBusy = 0;
+    for (const auto& link : links_) stillBusy += link->hasPending() ? 1 : 0;
+    if (stillBusy < 2) return;
   }
 }
 
-bool RoutedTransport::hasPending() const { return local_->hasPending() || network_->hasPending(); }
+void RoutedTransport::wakeProgress() {
+  for (const auto& link : links_) link->wakeProgress();
+}
+
+bool RoutedTransport::hasPending() const {
+  for (const auto& link : links_) {
+    if (link->hasPending()) return true;
+  }
+  return false;
+}
 
 void RoutedTransport::abort(std::exception_ptr error) {
-  local_->abort(error);
-  network_->abort(error);
+  // The most local links first: their peers learn of it soonest.
+  for (size_t i = links_.size(); i-- > 0;) links_[i]->abort(error);
 }
 
 std::exception_ptr RoutedTransport::brokenError() const {
-  if (auto e = network_->brokenError()) return e;
-  return local_->brokenError();
+  for (const auto& link : links_) {
+    if (auto e = link->brokenError()) return e;
+  }
+  return nullptr;
 }
 
 }  // namespace meshcomm

@@ -1,48 +1,52 @@
-// RoutedTransport: a group's messages, each over the best way to its peer:
-// shared memory (shm/shm_transport.h) to the ranks of this host, TCP to
-// the others.
+// RoutedTransport: a group's messages, each over the link that reaches its
+// peer (transport/group_transport.h decides which): shared memory to the
+// ranks of this host and TCP to the others, or any other composition of
+// registered kinds.
 //
-// A wait whose requests all go one way is that transport's own wait;
-// a wait over both alternates non-blocking passes of the two, so neither
-// side's transfers stall behind the other's.
+// A wait whose requests all go over one link is that link's own wait. A
+// wait over several alternates non-blocking passes of the more local links
+// with a short blocking pass of the first (the network, which sleeps on its
+// sockets), so no link's transfers stall behind another's.
 //
 // Thread-safety: as Transport (one driving thread at a time).
 #pragma once
 
 #include <memory>
+#include <vector>
 
-#include "transport/shm/shm_transport.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
 
 class RoutedTransport final : public Transport {
  public:
-  // REQUIRES: both speak for the same rank of the same group.
-  RoutedTransport(std::unique_ptr<Transport> network, std::unique_ptr<ShmTransport> local);
+  // links: in registry order, the broadest (the network) first.
+  // linkOf[peer]: the index into `links` of the link that carries the
+  // messages to and from group rank `peer` (-1 for this rank itself).
+  // REQUIRES: two links or more, all speaking for the same rank of the
+  // same group.
+  RoutedTransport(std::vector<std::unique_ptr<Transport>> links, std::vector<int> linkOf);
 
-  int rank() const override { return network_->rank(); }
-  int size() const override { return network_->size(); }
+  int rank() const override { return links_.front()->rank(); }
+  int size() const override { return links_.front()->size(); }
   RequestPtr postSend(int peer, uint64_t tag, const MessageSignature& sig, const void* data,
                       size_t bytes) override;
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
                       size_t bytes) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
+  bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
-  void wakeProgress() override {
-    local_->wakeProgress();
-    network_->wakeProgress();
-  }
+  void wakeProgress() override;
   bool hasPending() const override;
   void abort(std::exception_ptr error) override;
   std::exception_ptr brokenError() const override;
 
  private:
-  Transport& route(int peer) { return local_->reaches(peer) ? *local_ : *network_; }
+  Transport& route(int peer) { return *links_[static_cast<size_t>(linkOf_[static_cast<size_t>(peer)])]; }
   void throwIfBroken() const;
 
-  std::unique_ptr<Transport> network_;
-  std::unique_ptr<ShmTransport> local_;
+  std::vector<std::unique_ptr<Transport>> links_;
+  std::vector<int> linkOf_;
 };
 
 }  // namespace meshcomm

@@ -35,6 +35,7 @@ class SubsetTransport final : public Transport {
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override {
     parent_.wait(requests, ctx);
   }
+  bool poll(const std::string& during) override { return parent_.poll(during); }
   void progress(std::chrono::milliseconds budget, int interruptFd) override {
     parent_.progress(budget, interruptFd);
   }

@@ -95,6 +95,10 @@ class Transport {
   // Aborted; any error breaks the transport and is reported to the peers.
   virtual void wait(std::span<const RequestPtr> requests, const OpContext& ctx) = 0;
 
+  // One pass over whatever is pending, never blocking: whether anything
+  // moved. Throws what breaks the transport.
+  virtual bool poll(const std::string& during) = 0;
+
   // Drives progress on whatever is pending for up to `budget`, returning
   // early when something completes or `interruptFd` becomes readable.
   // Errors break the transport (they are rethrown by later calls).

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "common/check.h"
 #include "meshcomm/error.h"
@@ -243,14 +242,9 @@ void ShmTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
     return true;
   };
   auto awaited = [&] {
-    std::set<std::string> waitingOn;
-    for (const auto& r : requests) {
-      if (!r->done()) waitingOn.insert(describePeer(r->peer) + (r->isSend ? " to receive" : " to send"));
-    }
-    std::string out;
-    for (const auto& w : waitingOn) out += (out.empty() ? "" : ", ") + w;
-    return out + " on this host (shared memory); a rank that never posted the matching send or "
-                 "receive is the usual cause";
+    return awaitedPeers(requests, [this](int peer) { return describePeer(peer); }) +
+           " on this host (shared memory); a rank that never posted the matching send or "
+           "receive is the usual cause";
   };
   try {
     domain_.waitUntil(

@@ -45,6 +45,9 @@ class ShmTransport final : public Transport {
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
                       size_t bytes) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
+  // One pass over every ring: whether any byte moved. Throws (after
+  // raising the abort line) what breaks the transport.
+  bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
   void wakeProgress() override { domain_.notify(); }
   bool hasPending() const override;
@@ -55,9 +58,6 @@ class ShmTransport final : public Transport {
     return broken_ ? broken_ : domain_.abortError();
   }
 
-  // One pass over every ring, never blocking: whether any byte moved.
-  // Throws (after raising the abort line) what breaks the transport.
-  bool poll(const std::string& during);
 
  private:
   struct Peer;

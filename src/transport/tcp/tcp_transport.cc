@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
 #include <sstream>
 
 #include "common/check.h"
@@ -450,6 +449,7 @@ bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& d
     if (pollSawSignal_) return true;
     throw Error(during + ": poll failed: " + std::strerror(errno));
   }
+  pollSawEvents_ = rc > 0;
   if (rc == 0) return true;
   bool interrupted = interruptFd >= 0 && (fds.back().revents & POLLIN);
   bool acceptReady = false;
@@ -515,18 +515,9 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
       }
       now = Deadline::Clock::now();
       if (ctx.deadline.expired()) {
-        std::set<std::string> waitingOn;
-        for (const auto& r : requests) {
-          if (r->done()) continue;
-          waitingOn.insert(describePeer(r->peer) + (r->isSend ? " to receive" : " to send"));
-        }
-        std::string peers;
-        for (const auto& w : waitingOn) peers += (peers.empty() ? "" : ", ") + w;
+        // A peer that died is the better explanation, when there is one.
         if (options_.monitor) options_.monitor->check(during);
-        throw Timeout(during + " timed out; still waiting for " + peers +
-                      ". A rank that never issued this operation, or issued a different "
-                      "one, is the usual cause (the group timeout can be raised with "
-                      "MESHCOMM_TIMEOUT_MS)");
+        throwWaitTimeout(during, requests, [this](int peer) { return describePeer(peer); });
       }
       if (options_.monitor && now >= nextMonitor) {
         options_.monitor->check(during);
@@ -537,6 +528,17 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
     failWith(std::current_exception());
     throw;
   }
+}
+
+bool TcpTransport::poll(const std::string& during) {
+  if (broken_) throwBroken();
+  try {
+    pollOnce(0, -1, during);
+  } catch (...) {
+    failWith(std::current_exception());
+    throw;
+  }
+  return pollSawEvents_;
 }
 
 void TcpTransport::progress(std::chrono::milliseconds budget, int interruptFd) {

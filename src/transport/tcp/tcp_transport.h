@@ -59,6 +59,7 @@ class TcpTransport final : public Transport {
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
                       size_t bytes) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
+  bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
   bool hasPending() const override;
   void abort(std::exception_ptr error) override;
@@ -102,8 +103,10 @@ class TcpTransport final : public Transport {
   UnexpectedBudget budget_;  // shared by every pair's inbox
   std::vector<struct pollfd> pollFds_;
   std::vector<Pair*> pollOwners_;
-  // The last poll() was cut short by a signal handler.
+  // The last poll(2) was cut short by a signal handler.
   bool pollSawSignal_ = false;
+  // The last poll(2) reported events on some descriptor.
+  bool pollSawEvents_ = false;
   std::exception_ptr broken_;
 };
 

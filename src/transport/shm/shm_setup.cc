@@ -1,16 +1,16 @@
-#include "runtime/shm_setup.h"
+#include "transport/shm/shm_setup.h"
 
 #include <unistd.h>
 
 #include <charconv>
-#include <fstream>
 #include <optional>
 
 #include "common/crypto.h"
 #include "common/env.h"
 #include "common/logging.h"
-#include "common/socket.h"
 #include "meshcomm/error.h"
+#include "transport/shm/shm_domain.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/shm/single_copy.h"
 
 namespace meshcomm {
@@ -109,7 +109,7 @@ std::string segmentName(const std::string& groupName) {
 // Whether every local rank can read every other's memory: each publishes
 // its pid and probe address, probes all the others and publishes the
 // verdict; all take the same decision from the same verdicts.
-bool probeSingleCopy(const ShmSetupOptions& o, const std::vector<int>& locals) {
+bool probeSingleCopy(const LinkSetup& o, const std::vector<int>& locals) {
   const bool wanted = envBool("MESHCOMM_SHM_SINGLE_COPY", true);
   const std::string me = std::to_string(o.groupRank);
   std::string mine = std::to_string(::getpid()) + " " +
@@ -145,16 +145,8 @@ bool probeSingleCopy(const ShmSetupOptions& o, const std::vector<int>& locals) {
 
 }  // namespace
 
-std::string localHostId() {
-  if (auto id = envString("MESHCOMM_HOST_ID"); id && !id->empty()) return *id;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string bootId;
-  std::getline(boot, bootId);
-  return hostName() + "/" + bootId;
-}
-
-ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
-  ShmSetup result;
+Link setUpSharedMemoryLink(const LinkSetup& o) {
+  Link result;
   const Placement& pl = o.placement;
   std::vector<std::string> keys;  // one per host with several members
   for (size_t h = 0; h < pl.hosts.size(); ++h) {
@@ -202,7 +194,7 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
                   "' in the store (ranks of different meshcomm versions?)");
     }
   }
-  result.enabled = true;
+  result.sharedMemoryInUse = true;
   if (localSize < 2) return result;
 
   ShmDomainOptions d;
@@ -227,8 +219,21 @@ ShmSetup setUpSharedMemory(const ShmSetupOptions& o) {
   ShmSegment segment =
       created ? std::move(*created)
               : ShmSegment::open(myName, ShmDomain::segmentBytes(localSize, sizes.slot, ringBytes));
-  result.domain = std::make_unique<ShmDomain>(std::move(d), std::move(segment));
-  result.domain->setSingleCopy(probeSingleCopy(o, locals));
+  result.sharedMemory = std::make_unique<ShmDomain>(std::move(d), std::move(segment));
+  result.sharedMemory->setSingleCopy(probeSingleCopy(o, locals));
+
+  // Point-to-point messages to the ranks of this host go through the
+  // domain's rings too.
+  std::vector<int> localOf(o.worldRanks.size(), -1);
+  result.reaches.assign(o.worldRanks.size(), false);
+  for (int i = 0; i < localSize; ++i) {
+    const int member = locals[static_cast<size_t>(i)];
+    localOf[static_cast<size_t>(member)] = i;
+    result.reaches[static_cast<size_t>(member)] = member != o.groupRank;
+  }
+  result.transport = std::make_unique<ShmTransport>(*result.sharedMemory, o.groupRank,
+                                                    std::move(localOf), o.maxUnexpectedBytes,
+                                                    o.describeSignature);
   return result;
 }
 

@@ -1,0 +1,42 @@
+#include "transport/group_transport.h"
+
+#include "meshcomm/error.h"
+#include "transport/registry.h"
+#include "transport/routed_transport.h"
+
+namespace meshcomm {
+
+GroupTransport createGroupTransport(const LinkSetup& setup) {
+  GroupTransport group;
+  group.placement = setup.placement;
+  const size_t members = setup.worldRanks.size();
+
+  std::vector<std::unique_ptr<Transport>> links;
+  // Index into `links` of each peer's transport; -1 while none reaches it.
+  std::vector<int> linkOf(members, -1);
+  bool sharedMemoryInUse = false;
+  for (const TransportKind& kind : transportKinds()) {
+    Link link = kind.setUp(setup);
+    sharedMemoryInUse = sharedMemoryInUse || link.sharedMemoryInUse;
+    if (link.sharedMemory) group.sharedMemory = std::move(link.sharedMemory);
+    if (!link.transport) continue;
+    for (size_t peer = 0; peer < members; ++peer) {
+      if (link.reaches[peer]) linkOf[peer] = static_cast<int>(links.size());
+    }
+    links.push_back(std::move(link.transport));
+  }
+  for (size_t peer = 0; peer < members; ++peer) {
+    if (linkOf[peer] < 0 && static_cast<int>(peer) != setup.groupRank) {
+      throw Error("creating group " + setup.groupName + ": no transport reaches rank " +
+                  std::to_string(peer));
+    }
+  }
+  if (links.empty()) throw Error("creating group " + setup.groupName + ": no transport set up");
+  group.route = routeOf(group.placement, sharedMemoryInUse);
+  group.transport = links.size() == 1
+                        ? std::move(links.front())
+                        : std::make_unique<RoutedTransport>(std::move(links), std::move(linkOf));
+  return group;
+}
+
+}  // namespace meshcomm
