@@ -16,12 +16,14 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/CMakeCache.txt:
+# Every target that compiles installs (or checks for) its prerequisites
+# first, so `make build` works on a fresh machine too.
+$(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) -G Ninja -DMESHCOMM_PYTHON=$(PYTHON) $(CMAKE_FLAGS)
 
 configure: $(BUILD)/CMakeCache.txt
 
-build: configure
+build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build

@@ -12,5 +12,5 @@ echo "== meshcomm demo: $NPROC ranks train an MLP with all_reduce'd gradients ==
 timeout 300 "$PYTHON" tools/meshrun --nproc-per-node "$NPROC" examples/data_parallel_train.py
 
 echo
-echo "== all_reduce over TCP loopback, $NPROC ranks (meshcomm-bench) =="
+echo "== all_reduce through shared memory, $NPROC ranks on this host (meshcomm-bench) =="
 timeout 300 "$BUILD/bin/meshcomm-bench" all_reduce -n "$NPROC" -b 8 -e 4M -f 8 --check

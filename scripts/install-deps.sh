@@ -20,7 +20,15 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 echo "meshcomm: installing missing packages: ${missing[*]}"
 SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null; then
+    echo "meshcomm: these Debian packages are missing and this user cannot install them:" >&2
+    echo "  ${missing[*]}" >&2
+    echo "run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  SUDO="sudo"
+fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -46,15 +46,6 @@ struct OpOptions {
   bool blocking = false;
 };
 
-// One element of a batched point-to-point call.
-struct P2POp {
-  enum class Kind { kSend, kRecv };
-  Kind kind;
-  TensorRef tensor;
-  int peer;  // group rank
-  int tag = 0;
-};
-
 class GroupImpl;
 
 class MESHCOMM_API ProcessGroup {

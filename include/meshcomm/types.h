@@ -60,4 +60,13 @@ struct TensorRef {
   size_t bytes() const { return static_cast<size_t>(numel) * dtypeSize(dtype); }
 };
 
+// One element of a batched point-to-point call (ProcessGroup::batchSendRecv).
+struct P2POp {
+  enum class Kind { kSend, kRecv };
+  Kind kind;
+  TensorRef tensor;
+  int peer;  // group rank
+  int tag = 0;
+};
+
 }  // namespace meshcomm
