@@ -301,7 +301,7 @@ void TCPStoreServer::onReadable(Connection& c, uint32_t events) {
   updateInterest(c);
 }
 
-void TCPStoreServer::onWritable(Connection& c) {
+bool TCPStoreServer::flushOutput(Connection& c) {
   while (c.outputPending()) {
     ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset,
                        c.out.size() - c.outOffset, MSG_NOSIGNAL);
@@ -310,7 +310,13 @@ void TCPStoreServer::onWritable(Connection& c) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  return true;
+}
+
+void TCPStoreServer::onWritable(Connection& c) {
+  if (!flushOutput(c)) {
     closeConnection(c.id);
     return;
   }
@@ -337,17 +343,9 @@ void TCPStoreServer::respond(Connection& c, Status status,
   for (const auto& a : args) spans.emplace_back(a.data(), a.size());
   store::encodeFrame(static_cast<uint8_t>(status), spans, &c.out);
   // Write straight away: most responses fit the socket buffer, and a
-  // round trip through epoll would cost a wake-up.
-  while (c.outputPending()) {
-    ssize_t n = ::send(c.fd.get(), c.out.data() + c.outOffset,
-                       c.out.size() - c.outOffset, MSG_NOSIGNAL);
-    if (n > 0) {
-      c.outOffset += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    break;  // EAGAIN (EPOLLOUT finishes it) or an error (EPOLLERR closes it)
-  }
+  // round trip through epoll would cost a wake-up. What is left waits for
+  // EPOLLOUT; a failed connection is closed by its EPOLLERR.
+  flushOutput(c);
   if (!c.outputPending()) {
     c.out.clear();
     c.outOffset = 0;

@@ -58,6 +58,9 @@ class TCPStoreServer {
   bool refuseWithSpare();
   void onReadable(Connection& c, uint32_t events);
   void resumeParkedInput();
+  // Writes queued output until the socket would block. Returns false when
+  // the connection failed.
+  bool flushOutput(Connection& c);
   void onWritable(Connection& c);
   void handleFrame(Connection& c, store::Frame frame);
   void handleHandshake(Connection& c, store::Frame& frame);

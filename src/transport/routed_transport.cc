@@ -45,20 +45,14 @@ void RoutedTransport::wait(std::span<const RequestPtr> requests, const OpContext
   if (!several) return links_[static_cast<size_t>(only < 0 ? 0 : only)]->wait(requests, ctx);
 
   const std::string during = ctx.describe();
-  auto allDone = [&] {
-    for (const auto& r : requests) {
-      if (!r->done()) return false;
-    }
-    return true;
-  };
   try {
-    while (!allDone()) {
+    while (!allDone(requests)) {
       bool moved = false;
       for (size_t i = 1; i < links_.size(); ++i) moved = links_[i]->poll(during) || moved;
       // Block on the network only while the more local links are idle.
       links_.front()->progress(std::chrono::milliseconds(moved ? 0 : 1), -1);
       throwIfBroken();
-      if (allDone()) break;
+      if (allDone(requests)) break;
       if (interruptRequested(false)) throwInterrupted(during, "rank " + std::to_string(rank()));
       if (ctx.deadline.expired()) {
         throwWaitTimeout(during, requests, [](int peer) { return "rank " + std::to_string(peer); });

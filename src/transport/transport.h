@@ -57,6 +57,27 @@ struct Request {
 };
 using RequestPtr = std::shared_ptr<Request>;
 
+// A pending request over the caller's buffer: read by a send, written by a
+// receive (the const_cast is never acted on for a send).
+inline RequestPtr makeRequest(bool isSend, int peer, uint64_t tag, const MessageSignature& sig,
+                              const void* data, size_t bytes) {
+  auto r = std::make_shared<Request>();
+  r->isSend = isSend;
+  r->peer = peer;
+  r->tag = tag;
+  r->signature = sig;
+  r->data = static_cast<uint8_t*>(const_cast<void*>(data));
+  r->bytes = bytes;
+  return r;
+}
+
+inline bool allDone(std::span<const RequestPtr> requests) {
+  for (const auto& r : requests) {
+    if (!r->done()) return false;
+  }
+  return true;
+}
+
 // Identity of the operation a wait belongs to, for error messages.
 // The strings are views: the group and the operation's name outlive every
 // operation (the group's name lives in the group, names are literals).

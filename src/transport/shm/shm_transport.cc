@@ -105,13 +105,7 @@ RequestPtr ShmTransport::postSend(int peer, uint64_t tag, const MessageSignature
                                   const void* data, size_t bytes) {
   if (auto broken = brokenError()) std::rethrow_exception(broken);
   MESHCOMM_CHECK(reaches(peer), "peer " << peer << " is not on this host");
-  auto r = std::make_shared<Request>();
-  r->isSend = true;
-  r->peer = peer;
-  r->tag = tag;
-  r->signature = sig;
-  r->data = static_cast<uint8_t*>(const_cast<void*>(data));
-  r->bytes = bytes;
+  RequestPtr r = makeRequest(true, peer, tag, sig, data, bytes);
   Peer& p = *peers_[static_cast<size_t>(peer)];
   p.sends.push_back(r);
   // A message that fits leaves now, before the peer even waits for it.
@@ -123,12 +117,7 @@ RequestPtr ShmTransport::postRecv(int peer, uint64_t tag, const MessageSignature
                                   void* data, size_t bytes) {
   if (auto broken = brokenError()) std::rethrow_exception(broken);
   MESHCOMM_CHECK(reaches(peer), "peer " << peer << " is not on this host");
-  auto r = std::make_shared<Request>();
-  r->peer = peer;
-  r->tag = tag;
-  r->signature = sig;
-  r->data = static_cast<uint8_t*>(data);
-  r->bytes = bytes;
+  RequestPtr r = makeRequest(false, peer, tag, sig, data, bytes);
   try {
     peers_[static_cast<size_t>(peer)]->inbox.post(r, "receiving from " + describePeer(peer));
   } catch (...) {
@@ -235,12 +224,6 @@ bool ShmTransport::poll(const std::string& during) {
 void ShmTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
   if (auto broken = brokenError()) std::rethrow_exception(broken);
   const std::string during = ctx.describe();
-  auto allDone = [&] {
-    for (const auto& r : requests) {
-      if (!r->done()) return false;
-    }
-    return true;
-  };
   auto awaited = [&] {
     return awaitedPeers(requests, [this](int peer) { return describePeer(peer); }) +
            " on this host (shared memory); a rank that never posted the matching send or "
@@ -250,7 +233,7 @@ void ShmTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
     domain_.waitUntil(
         [&] {
           poll(during);
-          return allDone();
+          return allDone(requests);
         },
         ctx, awaited, [this](int local) { return pendingWith(local); });
   } catch (...) {

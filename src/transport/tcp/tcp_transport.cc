@@ -157,13 +157,7 @@ RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature
                                   const void* data, size_t bytes) {
   if (broken_) throwBroken();
   MESHCOMM_CHECK(peer >= 0 && peer < size() && peer != options_.rank, "peer " << peer);
-  auto r = std::make_shared<Request>();
-  r->isSend = true;
-  r->peer = peer;
-  r->tag = tag;
-  r->signature = sig;
-  r->data = static_cast<uint8_t*>(const_cast<void*>(data));
-  r->bytes = bytes;
+  RequestPtr r = makeRequest(true, peer, tag, sig, data, bytes);
   Pair& p = pair(peer);
   try {
     ensureConnection(p);
@@ -187,12 +181,7 @@ RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature
                                   void* data, size_t bytes) {
   if (broken_) throwBroken();
   MESHCOMM_CHECK(peer >= 0 && peer < size() && peer != options_.rank, "peer " << peer);
-  auto r = std::make_shared<Request>();
-  r->peer = peer;
-  r->tag = tag;
-  r->signature = sig;
-  r->data = static_cast<uint8_t*>(data);
-  r->bytes = bytes;
+  RequestPtr r = makeRequest(false, peer, tag, sig, data, bytes);
   Pair& p = pair(peer);
   try {
     ensureConnection(p);
@@ -483,12 +472,6 @@ bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& d
 void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
   if (broken_) throwBroken();
   const std::string during = ctx.describe();
-  auto allDone = [&] {
-    for (const auto& r : requests) {
-      if (!r->done()) return false;
-    }
-    return true;
-  };
   try {
     auto start = Deadline::Clock::now();
     auto spinUntil = start + options_.spin;
@@ -500,7 +483,7 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
       if (!slot->sends.empty()) progressSend(*slot, during);
       if (slot->wantsRead()) progressRecv(*slot, during);
     }
-    while (!allDone()) {
+    while (!allDone(requests)) {
       auto now = Deadline::Clock::now();
       int timeoutMs = 0;
       if (now >= spinUntil) {
@@ -509,7 +492,7 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
                                                      : ctx.deadline.pollTimeoutMs());
       }
       pollOnce(timeoutMs, -1, during);
-      if (allDone()) break;
+      if (allDone(requests)) break;
       if (interruptRequested(pollSawSignal_)) {
         throwInterrupted(during, describePeer(options_.rank));
       }
