@@ -179,6 +179,17 @@ ParseResult parseOptions(int argc, char** argv, Options& o) {
       return std::nullopt;
     };
   };
+  // A name parsed by `parse`, which throws Error for an unknown one.
+  auto nameSetter = [](auto& field, auto parse, const char* expects) {
+    return [&field, parse, expects](std::string_view v) -> std::optional<std::string> {
+      try {
+        field = parse(v);
+      } catch (const Error&) {
+        return expects;
+      }
+      return std::nullopt;
+    };
+  };
   int64_t nranks = -1, root = 0, stepFactor = static_cast<int64_t>(o.stepFactor);
   int64_t timeoutMs = o.timeout.count(), timeLimit = o.timeLimit.count();
   std::map<std::string, Setter, std::less<>> valued = {
@@ -187,24 +198,9 @@ ParseResult parseOptions(int argc, char** argv, Options& o) {
       {"maxbytes", sizeSetter(o.maxBytes)},
       {"stepfactor", intSetter(stepFactor, 2, 1024)},
       {"stepbytes", sizeSetter(o.stepBytes)},
-      {"dtype",
-       [&](std::string_view v) -> std::optional<std::string> {
-         try {
-           o.dtype = dtypeFromName(v);
-         } catch (const Error&) {
-           return "expects a dtype name such as float32 (see --help)";
-         }
-         return std::nullopt;
-       }},
-      {"op",
-       [&](std::string_view v) -> std::optional<std::string> {
-         try {
-           o.op = reduceOpFromName(v);
-         } catch (const Error&) {
-           return "expects sum, prod, min or max";
-         }
-         return std::nullopt;
-       }},
+      {"dtype", nameSetter(o.dtype, &dtypeFromName,
+                           "expects a dtype name such as float32 (see --help)")},
+      {"op", nameSetter(o.op, &reduceOpFromName, "expects sum, prod, min or max")},
       {"root", intSetter(root, 0, kMaxRanks - 1)},
       {"iters", intSetter(o.iters, 1, 100000000)},
       {"warmup", intSetter(o.warmup, 0, 100000000)},

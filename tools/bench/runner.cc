@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <deque>
 #include <limits>
+#include <type_traits>
 
 namespace meshcomm::bench {
 namespace {
@@ -17,19 +18,13 @@ constexpr int64_t kMaxIters = 1'000'000;
 // make timer and barrier overhead negligible in the estimate.
 constexpr double kCalibrationSeconds = 0.02;
 
-double maxOverRanks(ProcessGroup& group, double value) {
-  TensorRef t{&value, 1, DType::kFloat64};
+// `op` of one value over every rank.
+template <class T>
+T overRanks(ProcessGroup& group, T value, ReduceOp op) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, int64_t>);
+  TensorRef t{&value, 1, std::is_same_v<T, double> ? DType::kFloat64 : DType::kInt64};
   OpOptions o;
-  o.op = ReduceOp::kMax;
-  o.blocking = true;
-  group.allReduce(t, o)->wait();
-  return value;
-}
-
-int64_t sumOverRanks(ProcessGroup& group, int64_t value) {
-  TensorRef t{&value, 1, DType::kInt64};
-  OpOptions o;
-  o.op = ReduceOp::kSum;
+  o.op = op;
   o.blocking = true;
   group.allReduce(t, o)->wait();
   return value;
@@ -96,7 +91,7 @@ int64_t calibrate(Loop& loop, ProcessGroup& group, double target) {
   int64_t batch = 1;
   double perIter = 0;
   for (;;) {
-    double t = maxOverRanks(group, loop.run(batch));
+    double t = overRanks(group, loop.run(batch), ReduceOp::kMax);
     if (t >= kCalibrationSeconds || batch >= kMaxIters) {
       perIter = t / static_cast<double>(batch);
       break;
@@ -148,7 +143,7 @@ int runSweep(const Options& options, ProcessGroup& group, Reporter* reporter) {
     if (options.warmup > 0) loop.run(options.warmup);
     int64_t iters = options.iters > 0 ? options.iters : calibrate(loop, group, options.targetSeconds);
     double mean = loop.run(iters) / static_cast<double>(iters);
-    double seconds = maxOverRanks(group, mean);
+    double seconds = overRanks(group, mean, ReduceOp::kMax);
 
     Row row;
     row.bytes = shape.printedBytes;
@@ -169,7 +164,7 @@ int runSweep(const Options& options, ProcessGroup& group, Reporter* reporter) {
                      rank, info.name, static_cast<unsigned long long>(bytes),
                      static_cast<long long>(mine.wrong), mine.firstError.c_str());
       }
-      row.wrong = sumOverRanks(group, mine.wrong);
+      row.wrong = overRanks(group, mine.wrong, ReduceOp::kSum);
       row.check = row.wrong > 0 ? CheckState::kFailed : CheckState::kOk;
       anyFailed |= row.wrong > 0;
     }
