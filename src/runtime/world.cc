@@ -209,8 +209,9 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   setup.describeSignature = describeSignature;
   GroupTransport links = createGroupTransport(setup);
   MESHCOMM_LOG(kInfo, "group " << name << ": rank " << groupRank << " of " << members.size()
-                               << " on " << links.placement.hostCount() << " host(s), "
-                               << routeName(links.route)
+                               << " on " << links.placement.hostCount()
+                               << " host(s), shared memory "
+                               << (links.route == Route::kTcp ? "off" : "on")
                                << (links.sharedMemory
                                        ? " (this host: " +
                                              std::to_string(links.sharedMemory->localSize()) +
