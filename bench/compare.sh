@@ -25,9 +25,9 @@
 #   --install-only      only install the missing Debian packages
 #   --no-report         skip compare_report.py
 #
-# Missing Debian packages (openmpi-bin libopenmpi-dev libgloo-dev
-# python3-torch python3-matplotlib) are installed with apt-get first (as
-# root, or through sudo); nothing is installed when all are present.
+# The Debian packages the chosen libraries need (openmpi-bin libopenmpi-dev,
+# libgloo-dev, python3-torch; python3-matplotlib for the report) are
+# installed with apt-get first when missing (as root, or through sudo).
 #
 # A benchmark that fails or outlasts --timeout is killed and reported; its
 # rows are missing from the CSV and the run goes on with the next one.
@@ -51,7 +51,6 @@ RESULTS_DIR="$ROOT/bench/results"
 IMG_DIR="$ROOT/docs/img"
 INSTALL_ONLY=0
 REPORT=1
-PACKAGES=(openmpi-bin libopenmpi-dev libgloo-dev python3-torch python3-matplotlib)
 
 die() { echo "compare.sh: $*" >&2; exit 2; }
 say() { echo "compare.sh: $*" >&2; }
@@ -92,9 +91,18 @@ has_lib() { [[ " $LIBS " == *" $1 "* ]]; }
 
 # ---- packages ----
 
+# What the chosen libraries and the report need, and no more.
+wanted_packages() {
+  has_lib openmpi && echo openmpi-bin libopenmpi-dev
+  has_lib gloo && echo libgloo-dev
+  has_lib torch && echo python3-torch
+  [[ "$REPORT" -eq 1 || "$INSTALL_ONLY" -eq 1 ]] && echo python3-matplotlib
+  return 0
+}
+
 ensure_packages() {
   local missing=() p
-  for p in "${PACKAGES[@]}"; do
+  for p in $(wanted_packages); do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [[ ${#missing[@]} -eq 0 ]] && return 0
