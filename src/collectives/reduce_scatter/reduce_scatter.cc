@@ -13,7 +13,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/shm_collectives.h"
+#include "collectives/reduce_scatter/variants.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -21,7 +21,7 @@ namespace meshcomm::collectives {
 
 void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp op) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kReduceScatter, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::reduceScatter(local, input, blockCounts, output, dtype, op);
     return;

@@ -3,15 +3,15 @@
 // straight into its place in the output.
 #include <cstring>
 
+#include "collectives/all_gather/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 
 void allGather(Comm& comm, const void* input, size_t inputBytes,
                const std::vector<Block>& outputs) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kAllGather, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::allGather(local, input, inputBytes, outputs);
     return;

@@ -4,9 +4,9 @@
 // keeps links busy without flooding a large group with requests at once.
 #include <cstring>
 
+#include "collectives/all_to_all/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -14,7 +14,7 @@ constexpr int kWindow = 8;
 }  // namespace
 
 void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kAllToAll, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::allToAll(local, sends, recvs);
     return;

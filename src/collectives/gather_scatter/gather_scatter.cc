@@ -4,13 +4,13 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/shm_collectives.h"
+#include "collectives/gather_scatter/variants.h"
 
 namespace meshcomm::collectives {
 
 void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
             int root) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kGather, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::gather(local, input, inputBytes, outputs, root);
     return;
@@ -33,7 +33,7 @@ void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<
 
 void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
              int root) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kScatter, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::scatter(local, inputs, output, outputBytes, root);
     return;

@@ -4,9 +4,8 @@
 #include <vector>
 
 #include "collectives/blocks.h"
+#include "collectives/broadcast/variants.h"
 #include "collectives/collectives.h"
-#include "collectives/hierarchical.h"
-#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -46,10 +45,10 @@ TreePosition chain(int rank, int root, int p) {
 
 }  // namespace
 
-void broadcast(Comm& comm, void* data, size_t bytes, int root, Algorithm algo) {
+void broadcast(Comm& comm, void* data, size_t bytes, int root) {
   const int p = comm.size();
   if (p == 1) return;
-  if (algo == Algorithm::kAuto) algo = defaultBroadcast(bytes, p, comm.route());
+  const Algorithm algo = chooseAlgorithm(Opcode::kBroadcast, bytes, p, comm.route());
   if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::broadcast(local, data, bytes, root);
