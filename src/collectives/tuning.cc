@@ -57,8 +57,8 @@ bool runsOn(Algorithm algo, Route route) {
 
 // A set of algorithms, one bit each.
 using AlgorithmSet = uint32_t;
-template <class... A>
-constexpr AlgorithmSet setOf(A... algos) {
+template <class... Algorithms>
+constexpr AlgorithmSet setOf(Algorithms... algos) {
   return ((AlgorithmSet{1} << static_cast<int>(algos)) | ...);
 }
 constexpr bool contains(AlgorithmSet set, Algorithm algo) {

@@ -19,7 +19,8 @@ namespace meshcomm {
 
 enum class Algorithm {
   kAuto,
-  kRing,               // all_reduce: ring reduce-scatter + all-gather; all_gather, reduce_scatter: a ring
+  kRing,               // all_reduce: ring reduce-scatter + all-gather; all_gather and
+                       // reduce_scatter: a ring
   kRecursiveDoubling,  // all_reduce: log2(P) full-buffer exchanges
   kBinomialTree,       // broadcast, reduce
   kChain,              // broadcast: pipelined chain

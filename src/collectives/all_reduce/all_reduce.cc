@@ -1,5 +1,6 @@
 // all_reduce: over TCP, recursive doubling for small buffers and a ring for
-// large ones; on one host, shared memory; across hosts, hierarchical.
+// large ones; on one host, shared memory (shm.cc); across hosts,
+// hierarchical (hierarchical.cc).
 #include <algorithm>
 #include <cstring>
 #include <vector>

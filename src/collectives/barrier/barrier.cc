@@ -1,4 +1,7 @@
-// barrier: dissemination. In round k (distance 1, 2, 4, ...) every rank
+// barrier: over TCP dissemination; on one host, one shared-memory round
+// (shm::barrier); across hosts, hierarchical (hierarchical.cc).
+//
+// Dissemination schedule: in round k (distance 1, 2, 4, ...) every rank
 // signals r+d and waits for r-d; after ceil(log2 P) rounds each rank has
 // heard, directly or transitively, from every other.
 #include "collectives/barrier/variants.h"

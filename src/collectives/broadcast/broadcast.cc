@@ -1,4 +1,7 @@
-// broadcast: a pipelined tree — binomial for short messages, a chain for
+// broadcast: on one host, shared memory (shm.cc); across hosts,
+// hierarchical (hierarchical.cc).
+//
+// Over TCP, a pipelined tree — binomial for short messages, a chain for
 // long ones. The buffer travels in chunks; a rank forwards chunk k to its
 // children as soon as it has it, while chunk k+1 is still arriving.
 #include <vector>

@@ -1,4 +1,7 @@
-// reduce: a binomial tree for short buffers; for long ones a ring
+// reduce: on one host, shared memory (shm.cc); across hosts, hierarchical
+// (hierarchical.cc).
+//
+// Over TCP, a binomial tree for short buffers; for long ones a ring
 // reduce-scatter followed by a gather of the finished blocks at the root,
 // which spreads the reduction work over every rank.
 #include <cstring>

@@ -1,4 +1,5 @@
-// reduce_scatter: a ring over per-rank blocks of any sizes.
+// reduce_scatter: over TCP a ring over per-rank blocks of any sizes; on
+// one host, shared memory (shm.cc).
 //
 // Schedule: in step s (0..P-2) rank r sends its partial of block r-s-1
 // (its own input at s = 0) to the right and receives the left neighbour's
