@@ -1,7 +1,26 @@
-// The collective algorithms, one family per file in this folder. Each is a
-// plain function over a Comm: buffers are caller-owned, sizes in bytes or
+// The collective algorithms: one entry point per family, each a plain
+// function over a Comm. Buffers are caller-owned, sizes in bytes or
 // elements as named, and every rank of the group calls the same function
 // with consistent arguments (the runtime has validated them locally).
+//
+// Layout: one folder per family, so that everything one collective can do
+// sits together and a change to one family touches one folder:
+//
+//   <family>/<family>.cc   the entry point declared here, which asks the
+//                          tuning table for the call's algorithm once and
+//                          runs it, and the family's TCP algorithms
+//   <family>/shm.cc        the shared-memory variant (ranks on one host)
+//   <family>/hierarchical.cc  the hierarchical variant, where one exists
+//                          (all_reduce, broadcast, reduce, barrier)
+//   <family>/variants.h    the declarations of those variants
+//
+// Families: all_reduce/, broadcast/, reduce/, all_gather/, reduce_scatter/,
+// gather_scatter/ (mirror images, sharing their size check), all_to_all/,
+// barrier/. Beside them: tuning.{h,cc}, the one table that picks an
+// algorithm (MESHCOMM_ALGO_<OP> included); shm/rounds.{h,cc}, the round
+// machinery several shared-memory variants share; hierarchical/leaders.*,
+// which rank leads each host; comm.h, blocks.h, scratch.h and placement.h,
+// what every algorithm runs on.
 //
 // Thread-safety: run by the group's executor, one at a time.
 #pragma once
@@ -24,37 +43,36 @@ struct Block {
 
 namespace collectives {
 
-// allreduce.cc: data (count elements) becomes op over all ranks, in place.
-void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, Algorithm algo);
+// all_reduce/: data (count elements) becomes op over all ranks, in place.
+void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op);
 
-// broadcast.cc: every rank's data becomes the root's.
-void broadcast(Comm& comm, void* data, size_t bytes, int root, Algorithm algo);
+// broadcast/: every rank's data becomes the root's.
+void broadcast(Comm& comm, void* data, size_t bytes, int root);
 
-// reduce.cc: the root's data becomes op over all ranks; others untouched.
-void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root,
-            Algorithm algo);
+// reduce/: the root's data becomes op over all ranks; others untouched.
+void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root);
 
-// allgather.cc: outputs[r] receives rank r's input (outputs[rank] too).
+// all_gather/: outputs[r] receives rank r's input (outputs[rank] too).
 // REQUIRES: outputs[rank].bytes == inputBytes.
 void allGather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs);
 
-// reduce_scatter.cc: input holds one block per rank (blockCounts[r]
+// reduce_scatter/: input holds one block per rank (blockCounts[r]
 // elements, in rank order); output (blockCounts[rank] elements) receives op
 // over all ranks of their block `rank`. The input is not modified.
 void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp op);
 
-// gather_scatter.cc: linear gather to / scatter from the root.
+// gather_scatter/: gather to / scatter from the root.
 // outputs / inputs are only read at the root.
 void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
             int root);
 void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
              int root);
 
-// alltoall.cc: sends[j] goes to rank j, recvs[j] comes from rank j.
+// all_to_all/: sends[j] goes to rank j, recvs[j] comes from rank j.
 void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs);
 
-// barrier.cc: returns once every rank has entered.
+// barrier/: returns once every rank has entered.
 void barrier(Comm& comm);
 
 }  // namespace collectives

@@ -1,11 +1,13 @@
 #include "collectives/tuning.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <array>
+#include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
-#include <string_view>
 
+#include "common/check.h"
 #include "common/env.h"
 #include "meshcomm/error.h"
 
@@ -23,6 +25,9 @@ constexpr Named kNames[] = {
     {"binomial_tree", Algorithm::kBinomialTree},
     {"chain", Algorithm::kChain},
     {"reduce_scatter_gather", Algorithm::kReduceScatterGather},
+    {"linear", Algorithm::kLinear},
+    {"pairwise", Algorithm::kPairwise},
+    {"dissemination", Algorithm::kDissemination},
     {"shm_oneshot", Algorithm::kShmOneShot},
     {"shm_rsag", Algorithm::kShmReduceScatter},
     {"shm_single_copy", Algorithm::kShmSingleCopy},
@@ -41,50 +46,17 @@ bool runsOn(Algorithm algo, Route route) {
   }
 }
 
-// The forced algorithm for `op` from MESHCOMM_ALGO_<OP>, checked against
-// the algorithms that implement it.
-// `value` is the variable's value, read once per process by the caller
-// (scanning the environment on every call would cost a small collective a
-// tenth of its time).
-Algorithm forced(const char* variable, const std::optional<std::string>& value,
-                 std::initializer_list<Algorithm> allowed, Route route, int groupSize) {
-  if (!value || value->empty()) return Algorithm::kAuto;
-  for (const auto& n : kNames) {
-    if (*value != n.name) continue;
-    if (n.algo == Algorithm::kAuto) return n.algo;
-    for (Algorithm a : allowed) {
-      if (a != n.algo) continue;
-      // A group of one runs nothing, so any choice is moot there.
-      if (groupSize > 1 && !runsOn(a, route)) {
-        throw InvalidArgument(std::string(variable) + "='" + *value + "' cannot run here: this " +
-                              "group's ranks use " + routeName(route));
-      }
-      return a;
-    }
-  }
-  std::string choices = "auto";
-  for (Algorithm a : allowed) choices += std::string(", ") + algorithmName(a);
-  throw InvalidArgument(std::string(variable) + "='" + *value + "' is not one of: " + choices);
+// A set of algorithms, one bit each.
+using AlgorithmSet = uint32_t;
+template <class... Algorithms>
+constexpr AlgorithmSet setOf(Algorithms... algos) {
+  return ((AlgorithmSet{1} << static_cast<int>(algos)) | ...);
+}
+constexpr bool contains(AlgorithmSet set, Algorithm algo) {
+  return ((set >> static_cast<int>(algo)) & 1) != 0;
 }
 
-}  // namespace
-
-const char* algorithmName(Algorithm algo) {
-  for (const auto& n : kNames) {
-    if (n.algo == algo) return n.name;
-  }
-  return "unknown";
-}
-
-Algorithm chooseAllReduce(size_t bytes, int groupSize, Route route) {
-  static const std::optional<std::string> kValue = envString("MESHCOMM_ALGO_ALLREDUCE");
-  Algorithm f = forced("MESHCOMM_ALGO_ALLREDUCE", kValue,
-                       {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kShmOneShot,
-                        Algorithm::kShmReduceScatter, Algorithm::kShmSingleCopy,
-                        Algorithm::kHierarchical},
-                       route, groupSize);
-  return f != Algorithm::kAuto ? f : defaultAllReduce(bytes, groupSize, route);
-}
+// ---- The defaults, one rule per family -------------------------------------
 
 Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
   if (route == Route::kHierarchical) return Algorithm::kHierarchical;
@@ -104,15 +76,6 @@ Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
   return bytes <= 64 * 1024 ? Algorithm::kRecursiveDoubling : Algorithm::kRing;
 }
 
-Algorithm chooseBroadcast(size_t bytes, int groupSize, Route route) {
-  static const std::optional<std::string> kValue = envString("MESHCOMM_ALGO_BROADCAST");
-  Algorithm f = forced("MESHCOMM_ALGO_BROADCAST", kValue,
-                       {Algorithm::kBinomialTree, Algorithm::kChain, Algorithm::kShm,
-                        Algorithm::kHierarchical},
-                       route, groupSize);
-  return f != Algorithm::kAuto ? f : defaultBroadcast(bytes, groupSize, route);
-}
-
 Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {
   if (route == Route::kShm) return Algorithm::kShm;
   if (route == Route::kHierarchical) return Algorithm::kHierarchical;
@@ -122,20 +85,144 @@ Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {
                                                        : Algorithm::kBinomialTree;
 }
 
-Algorithm chooseReduce(size_t bytes, int groupSize, Route route) {
-  static const std::optional<std::string> kValue = envString("MESHCOMM_ALGO_REDUCE");
-  Algorithm f = forced("MESHCOMM_ALGO_REDUCE", kValue,
-                       {Algorithm::kBinomialTree, Algorithm::kReduceScatterGather, Algorithm::kShm,
-                        Algorithm::kHierarchical},
-                       route, groupSize);
-  return f != Algorithm::kAuto ? f : defaultReduce(bytes, groupSize, route);
-}
-
 Algorithm defaultReduce(size_t bytes, int groupSize, Route route) {
   if (route == Route::kShm) return Algorithm::kShm;
   if (route == Route::kHierarchical) return Algorithm::kHierarchical;
   return (bytes >= 256 * 1024 && groupSize > 2) ? Algorithm::kReduceScatterGather
                                                 : Algorithm::kBinomialTree;
+}
+
+// The families with one algorithm per route. Across hosts they run their
+// TCP algorithm over the whole group; only the barrier has a hierarchical
+// form.
+Algorithm defaultRing(size_t, int, Route route) {
+  return route == Route::kShm ? Algorithm::kShm : Algorithm::kRing;
+}
+Algorithm defaultLinear(size_t, int, Route route) {
+  return route == Route::kShm ? Algorithm::kShm : Algorithm::kLinear;
+}
+Algorithm defaultPairwise(size_t, int, Route route) {
+  return route == Route::kShm ? Algorithm::kShm : Algorithm::kPairwise;
+}
+Algorithm defaultBarrier(size_t, int, Route route) {
+  switch (route) {
+    case Route::kShm: return Algorithm::kShm;
+    case Route::kHierarchical: return Algorithm::kHierarchical;
+    case Route::kTcp: break;
+  }
+  return Algorithm::kDissemination;
+}
+
+// ---- The table ---------------------------------------------------------------
+
+struct Family {
+  Opcode collective;
+  // MESHCOMM_ALGO_<OP>, or null where the family has no choice to force.
+  const char* variable;
+  // Every algorithm the family implements.
+  AlgorithmSet algorithms;
+  Algorithm (*byDefault)(size_t bytes, int groupSize, Route route);
+};
+
+using A = Algorithm;
+constexpr Family kFamilies[] = {
+    {Opcode::kAllReduce, "MESHCOMM_ALGO_ALLREDUCE",
+     setOf(A::kRing, A::kRecursiveDoubling, A::kShmOneShot, A::kShmReduceScatter,
+           A::kShmSingleCopy, A::kHierarchical),
+     defaultAllReduce},
+    {Opcode::kBroadcast, "MESHCOMM_ALGO_BROADCAST",
+     setOf(A::kBinomialTree, A::kChain, A::kShm, A::kHierarchical), defaultBroadcast},
+    {Opcode::kReduce, "MESHCOMM_ALGO_REDUCE",
+     setOf(A::kBinomialTree, A::kReduceScatterGather, A::kShm, A::kHierarchical), defaultReduce},
+    {Opcode::kAllGather, nullptr, setOf(A::kRing, A::kShm), defaultRing},
+    {Opcode::kReduceScatter, nullptr, setOf(A::kRing, A::kShm), defaultRing},
+    {Opcode::kGather, nullptr, setOf(A::kLinear, A::kShm), defaultLinear},
+    {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kShm), defaultLinear},
+    {Opcode::kAllToAll, nullptr, setOf(A::kPairwise, A::kShm), defaultPairwise},
+    {Opcode::kBarrier, nullptr, setOf(A::kDissemination, A::kShm, A::kHierarchical),
+     defaultBarrier},
+};
+constexpr size_t kFamilyCount = std::size(kFamilies);
+
+// The rows are in opcode order, so a call finds its row by index.
+constexpr bool inOpcodeOrder() {
+  for (size_t i = 0; i < kFamilyCount; ++i) {
+    if (static_cast<size_t>(kFamilies[i].collective) != i + 1) return false;
+  }
+  return true;
+}
+static_assert(inOpcodeOrder(), "kFamilies must list the collectives in opcode order");
+
+size_t familyIndex(Opcode collective) {
+  const size_t index = static_cast<size_t>(collective) - 1;
+  MESHCOMM_CHECK(index < kFamilyCount, "no collective has opcode " << static_cast<int>(collective));
+  return index;
+}
+
+// What MESHCOMM_ALGO_<OP> forces.
+struct Forced {
+  Algorithm algo = Algorithm::kAuto;  // kAuto: nothing
+  std::string error;                  // set: the value names no algorithm of the family
+};
+
+Forced parse(const Family& family) {
+  Forced out;
+  if (family.variable == nullptr) return out;
+  const std::optional<std::string> value = envString(family.variable);
+  if (!value || value->empty()) return out;
+  for (const auto& n : kNames) {
+    if (*value != n.name) continue;
+    if (n.algo == Algorithm::kAuto || contains(family.algorithms, n.algo)) {
+      out.algo = n.algo;
+      return out;
+    }
+  }
+  std::string choices = "auto";
+  for (const auto& n : kNames) {
+    if (contains(family.algorithms, n.algo)) choices += std::string(", ") + n.name;
+  }
+  out.error = std::string(family.variable) + "='" + *value + "' is not one of: " + choices;
+  return out;
+}
+
+// The forced algorithm of the family at `index`, kAuto for none. The
+// variables are parsed once per process: scanning the environment on
+// every call would cost a small collective a tenth of its time.
+Algorithm forcedAlgorithm(size_t index) {
+  static const std::array<Forced, kFamilyCount> kForced = [] {
+    std::array<Forced, kFamilyCount> out;
+    for (size_t i = 0; i < kFamilyCount; ++i) out[i] = parse(kFamilies[i]);
+    return out;
+  }();
+  const Forced& forced = kForced[index];
+  if (!forced.error.empty()) throw InvalidArgument(forced.error);
+  return forced.algo;
+}
+
+}  // namespace
+
+const char* algorithmName(Algorithm algo) {
+  for (const auto& n : kNames) {
+    if (n.algo == algo) return n.name;
+  }
+  return "unknown";
+}
+
+Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route) {
+  const size_t index = familyIndex(collective);
+  const Algorithm forced = forcedAlgorithm(index);
+  if (forced != Algorithm::kAuto && runsOn(forced, route)) return forced;
+  return kFamilies[index].byDefault(bytes, groupSize, route);
+}
+
+void checkForcedAlgorithm(Opcode collective, int groupSize, Route route) {
+  const size_t index = familyIndex(collective);
+  const Algorithm forced = forcedAlgorithm(index);
+  // A group of one runs nothing, so any choice is moot there.
+  if (forced != Algorithm::kAuto && groupSize > 1 && !runsOn(forced, route)) {
+    throw InvalidArgument(std::string(kFamilies[index].variable) + "='" + algorithmName(forced) +
+                          "' cannot run here: this group's ranks use " + routeName(route));
+  }
 }
 
 size_t pipelineChunkBytes(size_t bytes) {

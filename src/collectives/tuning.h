@@ -1,11 +1,19 @@
-// Which algorithm runs a collective, by operation, size, group size and
-// placement. MESHCOMM_ALGO_<OP>=<name> forces one (for tests and
-// benchmarks), e.g. MESHCOMM_ALGO_ALLREDUCE=ring. docs/tuning.md records
-// the measurements behind the defaults.
+// The tuning table: which algorithm runs a collective, by family, size,
+// group size and route. Every family's entry point (collectives.h) asks it
+// once per call; docs/tuning.md records the measurements behind the
+// defaults.
+//
+// MESHCOMM_ALGO_<OP>=<name> forces an algorithm for the families that have
+// a choice (for tests and benchmarks), e.g. MESHCOMM_ALGO_ALLREDUCE=ring.
+// The variables are read once per process, at the first call that needs
+// one.
+//
+// Thread-safety: every function may be called from any thread.
 #pragma once
 
 #include <cstddef>
-#include <string>
+
+#include "collectives/opcode.h"
 
 #include "transport/placement.h"
 
@@ -13,32 +21,44 @@ namespace meshcomm {
 
 enum class Algorithm {
   kAuto,
-  kRing,               // all_reduce: ring reduce-scatter + all-gather
+  kRing,               // all_reduce: ring reduce-scatter + all-gather; all_gather and
+                       // reduce_scatter: a ring
   kRecursiveDoubling,  // all_reduce: log2(P) full-buffer exchanges
   kBinomialTree,       // broadcast, reduce
   kChain,              // broadcast: pipelined chain
   kReduceScatterGather,  // reduce: ring reduce-scatter, then gather at the root
+  kLinear,             // gather, scatter: the root exchanges with every rank at once
+  kPairwise,           // all_to_all: P-1 rounds, each a permutation
+  kDissemination,      // barrier: log2(P) rounds of signals at distance 1, 2, 4, ...
   kShmOneShot,         // one host: every rank reduces every slot (all_reduce)
   kShmReduceScatter,   // one host: slice-parallel reduce, then copy-out (all_reduce)
   kShmSingleCopy,      // one host: reduce-scatter + all-gather reading peers' buffers directly
-  kShm,                // one host: the shared-memory algorithm (broadcast, reduce)
+  kShm,                // one host: the family's shared-memory algorithm (all but all_reduce)
   kHierarchical,       // shared memory within hosts, TCP between one leader per host
 };
 
 const char* algorithmName(Algorithm algo);
 
-// The algorithm for a call: MESHCOMM_ALGO_<OP> if set, else the default.
-// Throw InvalidArgument if the variable names an unknown algorithm or one
-// the route cannot run.
-Algorithm chooseAllReduce(size_t bytes, int groupSize, Route route);
-Algorithm chooseBroadcast(size_t bytes, int groupSize, Route route);
-Algorithm chooseReduce(size_t bytes, int groupSize, Route route);
+// The algorithm for one call of `collective` (a collective opcode, not
+// kPointToPoint) among `groupSize` ranks that reach each other over
+// `route`: the one MESHCOMM_ALGO_<OP> forces where the route can run it,
+// else the table's default. `bytes` is the size of the buffer of
+// all_reduce, broadcast and reduce, whose defaults depend on it (the same
+// on every rank, so every rank chooses alike); the other families choose
+// by route alone and pass 0.
+//
+// A forced algorithm the route cannot run is refused before the call
+// (checkForcedAlgorithm); here it can only be the part of a forced
+// algorithm that runs over another route (the leaders' step of a
+// hierarchical one, over TCP), which takes the default for its route.
+// Throws InvalidArgument if the variable names no algorithm of the family.
+Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route);
 
-// The defaults alone, for algorithms that run one as a part (the leaders'
-// step of a hierarchical one), where a forced choice would not apply.
-Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route);
-Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route);
-Algorithm defaultReduce(size_t bytes, int groupSize, Route route);
+// Throws InvalidArgument if MESHCOMM_ALGO_<OP> names no algorithm of the
+// family, or one a group of `groupSize` ranks over `route` cannot run.
+// Called where the operation is issued, so a bad value fails the call on
+// the caller's thread before anything is queued.
+void checkForcedAlgorithm(Opcode collective, int groupSize, Route route);
 
 // Bytes per pipelined chunk for a message of `bytes`.
 size_t pipelineChunkBytes(size_t bytes);

@@ -175,11 +175,11 @@ WorkPtr ProcessGroup::allReduce(TensorRef data, const OpOptions& o) {
   Checker check("all_reduce", *impl_);
   check.tensor(data, "tensor");
   check.reduceOp(o.op, data.dtype);
-  Algorithm algo = chooseAllReduce(data.bytes(), size(), impl_->route());
+  checkForcedAlgorithm(Opcode::kAllReduce, size(), impl_->route());
   return impl_->runCollective(
       "all_reduce", signature(Opcode::kAllReduce, data.dtype, data.numel, 0, o.op), o,
-      [data, o, algo](Comm& c) {
-        collectives::allReduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op, algo);
+      [data, o](Comm& c) {
+        collectives::allReduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op);
       });
 }
 
@@ -187,10 +187,10 @@ WorkPtr ProcessGroup::broadcast(TensorRef data, const OpOptions& o) {
   Checker check("broadcast", *impl_);
   check.tensor(data, "tensor");
   check.rank(o.root, "src");
-  Algorithm algo = chooseBroadcast(data.bytes(), size(), impl_->route());
+  checkForcedAlgorithm(Opcode::kBroadcast, size(), impl_->route());
   return impl_->runCollective(
       "broadcast", signature(Opcode::kBroadcast, data.dtype, data.numel, o.root), o,
-      [data, o, algo](Comm& c) { collectives::broadcast(c, data.data, data.bytes(), o.root, algo); });
+      [data, o](Comm& c) { collectives::broadcast(c, data.data, data.bytes(), o.root); });
 }
 
 WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
@@ -198,12 +198,11 @@ WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
   check.tensor(data, "tensor");
   check.rank(o.root, "dst");
   check.reduceOp(o.op, data.dtype);
-  Algorithm algo = chooseReduce(data.bytes(), size(), impl_->route());
+  checkForcedAlgorithm(Opcode::kReduce, size(), impl_->route());
   return impl_->runCollective(
       "reduce", signature(Opcode::kReduce, data.dtype, data.numel, o.root, o.op), o,
-      [data, o, algo](Comm& c) {
-        collectives::reduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op, o.root,
-                         algo);
+      [data, o](Comm& c) {
+        collectives::reduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op, o.root);
       });
 }
 

@@ -1,13 +1,13 @@
 // all_reduce: over TCP, recursive doubling for small buffers and a ring for
-// large ones; on one host, shared memory; across hosts, hierarchical.
+// large ones; on one host, shared memory (shm.cc); across hosts,
+// hierarchical (hierarchical.cc).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "collectives/all_reduce/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/hierarchical.h"
-#include "collectives/shm_collectives.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -119,12 +119,11 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
 
 }  // namespace
 
-void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, Algorithm algo) {
+void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   if (comm.size() == 1) return;
   auto* bytes = static_cast<uint8_t*>(data);
-  if (algo == Algorithm::kAuto) {
-    algo = defaultAllReduce(count * dtypeSize(dtype), comm.size(), comm.route());
-  }
+  const Algorithm algo =
+      chooseAlgorithm(Opcode::kAllReduce, count * dtypeSize(dtype), comm.size(), comm.route());
   if (algo == Algorithm::kShmOneShot || algo == Algorithm::kShmReduceScatter ||
       algo == Algorithm::kShmSingleCopy) {
     ShmOp local = comm.shmOp();

@@ -1,12 +1,14 @@
-// broadcast: a pipelined tree — binomial for short messages, a chain for
+// broadcast: on one host, shared memory (shm.cc); across hosts,
+// hierarchical (hierarchical.cc).
+//
+// Over TCP, a pipelined tree — binomial for short messages, a chain for
 // long ones. The buffer travels in chunks; a rank forwards chunk k to its
 // children as soon as it has it, while chunk k+1 is still arriving.
 #include <vector>
 
 #include "collectives/blocks.h"
+#include "collectives/broadcast/variants.h"
 #include "collectives/collectives.h"
-#include "collectives/hierarchical.h"
-#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -46,10 +48,10 @@ TreePosition chain(int rank, int root, int p) {
 
 }  // namespace
 
-void broadcast(Comm& comm, void* data, size_t bytes, int root, Algorithm algo) {
+void broadcast(Comm& comm, void* data, size_t bytes, int root) {
   const int p = comm.size();
   if (p == 1) return;
-  if (algo == Algorithm::kAuto) algo = defaultBroadcast(bytes, p, comm.route());
+  const Algorithm algo = chooseAlgorithm(Opcode::kBroadcast, bytes, p, comm.route());
   if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::broadcast(local, data, bytes, root);

@@ -1,20 +1,24 @@
-// barrier: dissemination. In round k (distance 1, 2, 4, ...) every rank
+// barrier: over TCP dissemination; on one host, one shared-memory round
+// (shm::barrier); across hosts, hierarchical (hierarchical.cc).
+//
+// Dissemination schedule: in round k (distance 1, 2, 4, ...) every rank
 // signals r+d and waits for r-d; after ceil(log2 P) rounds each rank has
 // heard, directly or transitively, from every other.
+#include "collectives/barrier/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/hierarchical.h"
-#include "collectives/shm_collectives.h"
+#include "collectives/shm/rounds.h"
 
 namespace meshcomm::collectives {
 
 void barrier(Comm& comm) {
-  if (comm.singleHostShm()) {
+  const Algorithm algo = chooseAlgorithm(Opcode::kBarrier, 0, comm.size(), comm.route());
+  if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::barrier(local);
     return;
   }
-  if (comm.hierarchical()) {
+  if (algo == Algorithm::kHierarchical) {
     hierarchical::barrier(comm);
     return;
   }

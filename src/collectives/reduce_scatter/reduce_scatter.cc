@@ -1,4 +1,5 @@
-// reduce_scatter: a ring over per-rank blocks of any sizes.
+// reduce_scatter: over TCP a ring over per-rank blocks of any sizes; on
+// one host, shared memory (shm.cc).
 //
 // Schedule: in step s (0..P-2) rank r sends its partial of block r-s-1
 // (its own input at s = 0) to the right and receives the left neighbour's
@@ -13,7 +14,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/shm_collectives.h"
+#include "collectives/reduce_scatter/variants.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -21,7 +22,7 @@ namespace meshcomm::collectives {
 
 void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp op) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kReduceScatter, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::reduceScatter(local, input, blockCounts, output, dtype, op);
     return;

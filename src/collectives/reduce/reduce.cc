@@ -1,4 +1,7 @@
-// reduce: a binomial tree for short buffers; for long ones a ring
+// reduce: on one host, shared memory (shm.cc); across hosts, hierarchical
+// (hierarchical.cc).
+//
+// Over TCP, a binomial tree for short buffers; for long ones a ring
 // reduce-scatter followed by a gather of the finished blocks at the root,
 // which spreads the reduction work over every rank.
 #include <cstring>
@@ -6,8 +9,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/hierarchical.h"
-#include "collectives/shm_collectives.h"
+#include "collectives/reduce/variants.h"
 #include "reduce/reduce.h"
 
 namespace meshcomm::collectives {
@@ -60,12 +62,10 @@ void reduceScatterGather(Comm& comm, uint8_t* data, size_t count, DType dtype, R
 
 }  // namespace
 
-void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root,
-            Algorithm algo) {
+void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root) {
   if (comm.size() == 1) return;
-  if (algo == Algorithm::kAuto) {
-    algo = defaultReduce(count * dtypeSize(dtype), comm.size(), comm.route());
-  }
+  const Algorithm algo =
+      chooseAlgorithm(Opcode::kReduce, count * dtypeSize(dtype), comm.size(), comm.route());
   if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::reduce(local, data, count, dtype, op, root);

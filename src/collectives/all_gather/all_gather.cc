@@ -1,17 +1,19 @@
-// all_gather: a ring. In step s (0..P-2) rank r forwards block r-s (its
+// all_gather: over TCP a ring; on one host, shared memory (shm.cc).
+//
+// Ring schedule: in step s (0..P-2) rank r forwards block r-s (its
 // own at s = 0) to the right and receives block r-s-1 from the left,
 // straight into its place in the output.
 #include <cstring>
 
+#include "collectives/all_gather/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 
 void allGather(Comm& comm, const void* input, size_t inputBytes,
                const std::vector<Block>& outputs) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kAllGather, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::allGather(local, input, inputBytes, outputs);
     return;

@@ -1,12 +1,15 @@
-// all_to_all: pairwise exchange. In round i (1..P-1) rank r sends to r+i
+// all_to_all: over TCP a pairwise exchange; on one host, shared memory
+// (shm.cc).
+//
+// Pairwise schedule: in round i (1..P-1) rank r sends to r+i
 // and receives from r-i, so every round is a permutation and no rank is
 // the target of two senders at once. Rounds overlap in a window, which
 // keeps links busy without flooding a large group with requests at once.
 #include <cstring>
 
+#include "collectives/all_to_all/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/shm_collectives.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -14,7 +17,7 @@ constexpr int kWindow = 8;
 }  // namespace
 
 void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
-  if (comm.singleHostShm()) {
+  if (chooseAlgorithm(Opcode::kAllToAll, 0, comm.size(), comm.route()) == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::allToAll(local, sends, recvs);
     return;

@@ -1,0 +1,36 @@
+// all_gather among the ranks of one host, on the shared-memory segment.
+#include <algorithm>
+
+#include "collectives/all_gather/variants.h"
+#include "collectives/shm/rounds.h"
+#include "collectives/tuning.h"
+
+namespace meshcomm::collectives::shm {
+
+void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs) {
+  const auto* in = static_cast<const uint8_t*>(input);
+  const int p = op.size();
+  size_t largest = 0;
+  for (const Block& b : outputs) largest = std::max(largest, b.bytes);
+  const bool useInline = fitsInline(largest);
+  const size_t piece = useInline ? ShmDomain::kInlineBytes : op.chunkBytes();
+  const size_t rounds = roundsFor(largest, piece);
+  const bool stream = streamOutput(totalBytes(outputs));
+  copyOut(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes, stream);
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * piece;
+    uint8_t* mine = op.begin();
+    if (useInline) mine = op.inlineData();
+    if (off < inputBytes) copy(mine, in + off, std::min(piece, inputBytes - off));
+    op.publish();
+    op.waitAll();
+    for (int i = 0; i < p; ++i) {
+      const Block& b = outputs[static_cast<size_t>(i)];
+      if (i == op.rank() || off >= b.bytes) continue;
+      copyOut(b.data + off, useInline ? op.inlineOf(i) : op.slot(i), std::min(piece, b.bytes - off),
+              stream);
+    }
+  }
+}
+
+}  // namespace meshcomm::collectives::shm

@@ -1,0 +1,129 @@
+// all_to_all among the ranks of one host, on the shared-memory segment.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "collectives/all_to_all/variants.h"
+#include "collectives/shm/rounds.h"
+#include "collectives/tuning.h"
+#include "common/check.h"
+
+namespace meshcomm::collectives::shm {
+
+// all_to_all: the slot holds one region per other rank (at P=2 the whole
+// slot carries the one peer's block). In the first round each region opens
+// with the size of its block and the flag line carries the largest block
+// this rank sends, so every receiver checks the sizes sent to it and every
+// rank learns how many rounds carry the rest. A block of up to
+// kTinyBlock bytes shares the size's line, so a small call costs a receiver
+// two lines of each peer, the flag and its region; larger ones start on the
+// next line, so the copies of every round run line-aligned. (Misaligned by
+// the size's 8 bytes, a 32 KiB call at P=2 took 4.8 us instead of 3.2 and
+// a 256 KiB one 31 us instead of 18: every line a copy writes then comes in
+// two pieces, each a partial write to a line the peer holds.) A rank whose
+// blocks are all the same size and all fit in the flag line together sends
+// them there instead (one line per peer), marking the largest so.
+namespace {
+
+constexpr size_t kTinyBlock = kAlign - sizeof(uint64_t);
+
+size_t regionIndex(int from, int to) { return static_cast<size_t>(to - (to > from ? 1 : 0)); }
+
+// The flag line's largest block, and whether the blocks follow it there.
+constexpr uint64_t kBlocksInline = uint64_t{1} << 63;
+constexpr size_t kInlineBlockBytes = ShmDomain::kInlineBytes - sizeof(uint64_t);
+
+// Where a block of `bytes` starts in its first-round region, and how many
+// of its bytes that round carries.
+size_t firstDataOffset(size_t bytes) { return bytes <= kTinyBlock ? sizeof(uint64_t) : kAlign; }
+size_t firstBytes(size_t bytes, size_t region) {
+  return std::min(bytes, region - firstDataOffset(bytes));
+}
+
+}  // namespace
+
+void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
+  const int p = op.size();
+  const int me = op.rank();
+  const bool stream = streamOutput(totalBytes(recvs));
+  copyOut(recvs[static_cast<size_t>(me)].data, sends[static_cast<size_t>(me)].data,
+          std::min(sends[static_cast<size_t>(me)].bytes, recvs[static_cast<size_t>(me)].bytes),
+          stream);
+  if (p == 1) return;
+
+  // Up to a chunk per peer and round: the slot is wider than a chunk only
+  // where rounds are dear (runtime/shm_setup.cc).
+  const size_t region =
+      alignDown(std::min(op.chunkBytes(), op.slotBytes() / static_cast<size_t>(p - 1)));
+  MESHCOMM_CHECK(region >= 2 * kAlign, "shared-memory slot too small for " << p << " ranks");
+
+  uint8_t* mine = op.begin();
+  uint8_t* line = op.inlineData();
+  const size_t firstPeerBytes = sends[me == 0 ? 1 : 0].bytes;
+  uint64_t largest = 0;
+  bool uniform = true;
+  for (int j = 0; j < p; ++j) {
+    if (j == me) continue;
+    const size_t bytes = sends[static_cast<size_t>(j)].bytes;
+    uniform = uniform && bytes == firstPeerBytes;
+    largest = std::max<uint64_t>(largest, bytes);
+  }
+  const bool sendInline = uniform && largest * static_cast<size_t>(p - 1) <= kInlineBlockBytes;
+  for (int j = 0; j < p; ++j) {
+    if (j == me) continue;
+    const Block& s = sends[static_cast<size_t>(j)];
+    if (sendInline) {
+      copy(line + sizeof(uint64_t) + regionIndex(me, j) * largest, s.data, s.bytes);
+      continue;
+    }
+    uint8_t* entry = mine + regionIndex(me, j) * region;
+    const auto size = static_cast<uint64_t>(s.bytes);
+    std::memcpy(entry, &size, sizeof(size));
+    copy(entry + firstDataOffset(s.bytes), s.data, firstBytes(s.bytes, region));
+  }
+  const uint64_t mark = largest | (sendInline ? kBlocksInline : 0);
+  std::memcpy(line, &mark, sizeof(mark));
+  op.publish();
+  op.waitAll();
+  for (int i = 0; i < p; ++i) {
+    if (i == me) continue;
+    uint64_t theirs;
+    std::memcpy(&theirs, op.inlineOf(i), sizeof(theirs));
+    const bool inLine = (theirs & kBlocksInline) != 0;
+    theirs &= ~kBlocksInline;
+    largest = std::max(largest, theirs);
+    const uint8_t* entry = op.slot(i) + regionIndex(i, me) * region;
+    uint64_t size = theirs;
+    if (!inLine) std::memcpy(&size, entry, sizeof(size));
+    const Block& r = recvs[static_cast<size_t>(i)];
+    if (size != r.bytes) {
+      op.mismatch(op.describeRank(i) + " sends " + std::to_string(size) +
+                  " bytes to this rank, which expects " + std::to_string(r.bytes));
+    }
+    if (inLine) {
+      copy(r.data, op.inlineOf(i) + sizeof(uint64_t) + regionIndex(i, me) * size, size);
+    } else {
+      copyOut(r.data, entry + firstDataOffset(r.bytes), firstBytes(r.bytes, region), stream);
+    }
+  }
+
+  // The rest of every block larger than the first round's share of a region.
+  for (size_t off = region - kAlign; off < largest; off += region) {
+    mine = op.begin();
+    for (int j = 0; j < p; ++j) {
+      const Block& s = sends[static_cast<size_t>(j)];
+      if (j == me || off >= s.bytes) continue;
+      copy(mine + regionIndex(me, j) * region, s.data + off, std::min(region, s.bytes - off));
+    }
+    op.publish();
+    op.waitAll();
+    for (int i = 0; i < p; ++i) {
+      const Block& r = recvs[static_cast<size_t>(i)];
+      if (i == me || off >= r.bytes) continue;
+      copyOut(r.data + off, op.slot(i) + regionIndex(i, me) * region, std::min(region, r.bytes - off),
+              stream);
+    }
+  }
+}
+
+}  // namespace meshcomm::collectives::shm

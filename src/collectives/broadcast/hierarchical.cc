@@ -1,0 +1,26 @@
+// broadcast across hosts: broadcast among leaders (the root leads its
+// host), then shm broadcast within each host.
+#include <vector>
+
+#include "collectives/broadcast/variants.h"
+#include "collectives/collectives.h"
+#include "collectives/hierarchical/leaders.h"
+#include "transport/subset_transport.h"
+
+namespace meshcomm::collectives::hierarchical {
+
+void broadcast(Comm& comm, void* data, size_t bytes, int root) {
+  const std::vector<int> leaders = leadersFor(comm.placement(), root);
+  if (isLeader(comm, leaders)) {
+    SubsetTransport among(comm.transport(), leaders);
+    Comm across = comm.subComm(among);
+    int rootHost = comm.placement().hostOf[static_cast<size_t>(root)];
+    collectives::broadcast(across, data, bytes, rootHost);
+  }
+  if (comm.hasShmDomain()) {
+    ShmOp local = comm.shmOp();
+    shm::broadcast(local, data, bytes, localLeader(comm, leaders));
+  }
+}
+
+}  // namespace meshcomm::collectives::hierarchical

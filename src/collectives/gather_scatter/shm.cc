@@ -1,0 +1,112 @@
+// gather and scatter among the ranks of one host, on the shared-memory
+// segment.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "collectives/gather_scatter/variants.h"
+#include "collectives/shm/rounds.h"
+#include "collectives/tuning.h"
+#include "common/check.h"
+
+namespace meshcomm::collectives::shm {
+
+// gather and scatter accept blocks of different sizes (reduce's
+// reduce-scatter + gather uses them so): in the first round every rank
+// publishes its own size inline, the root checks them against its blocks,
+// and all ranks take the round count from the largest.
+namespace {
+
+size_t publishedSize(ShmOp& op, int local) {
+  uint64_t v;
+  std::memcpy(&v, op.inlineOf(local), sizeof(v));
+  return static_cast<size_t>(v);
+}
+
+// Round 0's size exchange; returns the largest size.
+size_t exchangeSizes(ShmOp& op, size_t mine, const std::vector<Block>* rootBlocks,
+                     const char* what) {
+  const auto v = static_cast<uint64_t>(mine);
+  std::memcpy(op.inlineData(), &v, sizeof(v));
+  op.publish();
+  op.waitAll();
+  size_t largest = 0;
+  for (int i = 0; i < op.size(); ++i) {
+    size_t theirs = publishedSize(op, i);
+    largest = std::max(largest, theirs);
+    if (rootBlocks != nullptr && (*rootBlocks)[static_cast<size_t>(i)].bytes != theirs) {
+      op.mismatch(op.describeRank(i) + " has " + std::to_string(theirs) + " bytes to " + what +
+                  " but the root's block for it holds " +
+                  std::to_string((*rootBlocks)[static_cast<size_t>(i)].bytes));
+    }
+  }
+  return largest;
+}
+
+}  // namespace
+
+void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
+            int root) {
+  const auto* in = static_cast<const uint8_t*>(input);
+  const bool isRoot = op.rank() == root;
+  const size_t piece = op.chunkBytes();
+  const bool stream = isRoot && streamOutput(totalBytes(outputs));
+  if (isRoot) copyOut(outputs[static_cast<size_t>(root)].data, in, inputBytes, stream);
+  size_t rounds = 1;
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * piece;
+    const size_t n = off < inputBytes ? std::min(piece, inputBytes - off) : 0;
+    copy(op.begin(), in + off, n);
+    if (k == 0) {
+      rounds = roundsFor(exchangeSizes(op, inputBytes, isRoot ? &outputs : nullptr, "gather"),
+                         piece);
+    } else {
+      op.publish();
+      if (isRoot) op.waitAll();
+    }
+    if (!isRoot) continue;
+    for (int i = 0; i < op.size(); ++i) {
+      const Block& b = outputs[static_cast<size_t>(i)];
+      if (i != root && off < b.bytes) {
+        copyOut(b.data + off, op.slot(i), std::min(piece, b.bytes - off), stream);
+      }
+    }
+  }
+}
+
+void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t outputBytes,
+             int root) {
+  auto* out = static_cast<uint8_t*>(output);
+  const int p = op.size();
+  const bool isRoot = op.rank() == root;
+  const size_t region = std::max(kAlign, alignDown(op.chunkBytes() / static_cast<size_t>(p)));
+  MESHCOMM_CHECK(region * static_cast<size_t>(p) <= op.chunkBytes(),
+                 "shared-memory slot too small for " << p << " ranks");
+  const bool stream = streamOutput(outputBytes);
+  if (isRoot) copyOut(out, inputs[static_cast<size_t>(root)].data, outputBytes, stream);
+  // Round 0 only agrees on sizes: the root learns them before it copies.
+  op.begin();
+  const size_t rounds =
+      roundsFor(exchangeSizes(op, outputBytes, isRoot ? &inputs : nullptr, "receive"), region);
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * region;
+    uint8_t* mine = op.begin();
+    if (isRoot) {
+      for (int j = 0; j < p; ++j) {
+        const Block& b = inputs[static_cast<size_t>(j)];
+        if (j != root && off < b.bytes) {
+          copy(mine + static_cast<size_t>(j) * region, b.data + off, std::min(region, b.bytes - off));
+        }
+      }
+    }
+    op.publish();
+    if (isRoot) continue;
+    op.wait(root);
+    if (off < outputBytes) {
+      copyOut(out + off, op.slot(root) + static_cast<size_t>(op.rank()) * region,
+              std::min(region, outputBytes - off), stream);
+    }
+  }
+}
+
+}  // namespace meshcomm::collectives::shm

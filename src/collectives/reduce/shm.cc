@@ -1,0 +1,41 @@
+// reduce among the ranks of one host, on the shared-memory segment.
+#include <algorithm>
+#include <vector>
+
+#include "collectives/reduce/variants.h"
+#include "collectives/shm/rounds.h"
+
+namespace meshcomm::collectives::shm {
+
+void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root) {
+  auto* bytes = static_cast<uint8_t*>(data);
+  const size_t es = dtypeSize(dtype);
+  const int p = op.size();
+  const int me = op.rank();
+  const bool isRoot = me == root;
+  if (fitsInline(count * es)) {
+    // The mirror image of a small broadcast: the leaves publish and return,
+    // up to kDepth rounds ahead of the root.
+    op.beginCell();
+    copy(op.inlineData(), bytes, count * es);
+    op.publish();
+    if (!isRoot) return;
+    alignas(64) uint8_t own[ShmDomain::kInlineBytes];  // see reduceInlineLines
+    copy(own, bytes, count * es);
+    op.waitAll();
+    reduceInlineLines(op, own, 0, bytes, count, dtype, rop);
+    return;
+  }
+  // Every rank reduces its slice, the root collects the slices: the root
+  // does 1/P of the reduction instead of all of it.
+  const size_t chunk = std::max<size_t>(1, op.chunkBytes() / es);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t n = std::min(chunk, count - off);
+    uint8_t* part = bytes + off * es;
+    const std::vector<size_t> slice = sliceOffsets(n, es, p);
+    reduceOwnSlice(op, part, n, dtype, rop, slice);
+    if (isRoot) copySlicesOut(op, part, es, slice);
+  }
+}
+
+}  // namespace meshcomm::collectives::shm

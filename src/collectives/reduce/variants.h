@@ -1,0 +1,26 @@
+// reduce's shared-memory and hierarchical variants, declared for its entry
+// point (reduce.cc) and for the hierarchical all_reduce, which opens with
+// the shared-memory reduce.
+//
+// Thread-safety: run by the group's executor, one at a time.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/comm.h"
+#include "meshcomm/types.h"
+#include "transport/shm/shm_domain.h"
+
+namespace meshcomm::collectives {
+
+namespace shm {
+// shm.cc: the local rank `root`'s data becomes op over the domain's ranks.
+void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root);
+}  // namespace shm
+
+namespace hierarchical {
+// hierarchical.cc. REQUIRES: comm.hierarchical().
+void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root);
+}  // namespace hierarchical
+
+}  // namespace meshcomm::collectives

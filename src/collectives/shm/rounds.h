@@ -1,0 +1,101 @@
+// The round machinery that the shared-memory variants of several families
+// share. Those variants run among the ranks of one host directly on the
+// group's shared-memory segment (transport/shm/shm_domain.h) in rounds:
+// each rank copies its contribution into its own slot, and every rank
+// reads (and reduces) what it needs from the others' slots. Large buffers
+// go through in slot-sized chunks, double-buffered, so copy-in of one chunk
+// overlaps the readers of the previous one.
+//
+// Ranks are local ranks of the domain; buffers and sizes are as in
+// collectives.h. The first round of every operation checks every rank's
+// signature, so ranks that disagree on the call (or on its root) fail with
+// Mismatch instead of waiting for each other.
+//
+// Thread-safety: run by the group's executor, one at a time.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "collectives/blocks.h"
+#include "collectives/collectives.h"
+#include "common/stream_copy.h"
+#include "transport/shm/shm_domain.h"
+
+namespace meshcomm::collectives::shm {
+
+constexpr size_t kAlign = 64;  // slices and regions start on cache lines
+
+// memmove: a rank's own block may be its input (in-place calls).
+inline void copy(void* to, const void* from, size_t bytes) {
+  if (bytes > 0 && to != from) std::memmove(to, from, bytes);
+}
+
+// A copy into an output the collective has not read: streamed past the
+// caches when `stream` (streamOutput() of the call's output size).
+inline void copyOut(void* to, const void* from, size_t bytes, bool stream) {
+  if (stream && !rangesOverlap(to, bytes, from, bytes)) {
+    streamCopy(to, from, bytes);
+  } else {
+    copy(to, from, bytes);
+  }
+}
+
+inline size_t totalBytes(const std::vector<Block>& blocks) {
+  size_t n = 0;
+  for (const Block& b : blocks) n += b.bytes;
+  return n;
+}
+
+inline size_t alignDown(size_t n) { return n / kAlign * kAlign; }
+
+// Whether a payload of `bytes` per rank fits in the flag line.
+inline bool fitsInline(size_t bytes) { return bytes <= ShmDomain::kInlineBytes; }
+
+// Rounds needed to move `bytes` in pieces of `piece` (at least one, which
+// carries the signature check).
+inline size_t roundsFor(size_t bytes, size_t piece) {
+  return std::max<size_t>(1, ceilDiv(bytes, piece));
+}
+
+// Where a reduction over one input per local rank keeps its pointers: on
+// the stack (`onStack`, kStackInputs long) for the small calls whose
+// latency it matters to, in `heap` beyond.
+constexpr size_t kStackInputs = 256;
+inline const void** inputArray(const void** onStack, std::vector<const void*>& heap, int ranks) {
+  if (static_cast<size_t>(ranks) <= kStackInputs) return onStack;
+  heap.resize(static_cast<size_t>(ranks));
+  return heap.data();
+}
+
+// Once every rank of the round has published its payload in its flag line:
+// reduces `count` elements from byte `offset` of every line into `out`,
+// taking this rank's own from `own`, its private copy of what it published.
+// A peer reading a line takes it over (AMD's migratory sharing), so reading
+// one's own line back costs one more cross-core transfer: 0.62 against
+// 0.46 us for an 8-byte all_reduce at P=2.
+void reduceInlineLines(ShmOp& op, const uint8_t* own, size_t offset, void* out, size_t count,
+                       DType dtype, ReduceOp rop);
+
+// Element offsets of P slices of a chunk, each starting on a cache line
+// where the element size allows, so every rank's kernel runs aligned.
+std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts);
+
+// Round A of the slice-parallel algorithms: every rank publishes its
+// chunk `part` (n elements), then reduces slice `me` of every rank's copy
+// straight into its slot of round B, which it publishes.
+void reduceOwnSlice(ShmOp& op, uint8_t* part, size_t n, DType dtype, ReduceOp rop,
+                    const std::vector<size_t>& slice);
+
+// Round B, for a rank that wants the result: every finished slice, out.
+void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vector<size_t>& slice);
+
+// A round that only says "done with the previous step": returns once every
+// rank of the domain has entered it. The shared-memory barrier, and the
+// fence between the steps of algorithms that read the peers' buffers.
+void barrier(ShmOp& op);
+
+}  // namespace meshcomm::collectives::shm
