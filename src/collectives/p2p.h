@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "meshcomm/process_group.h"
+#include "meshcomm/types.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
