@@ -298,33 +298,39 @@ void bindWorld(py::module_& m) {
 // timeout_ms and blocking. Sizes are in elements; empty lists mean equal
 // blocks.
 
-// Argument kinds: the Python argument's name and type, and its C++ value.
+// Argument kinds: the Python argument's name and type, its C++ value, and
+// whether it is a list of split sizes (checked against the table).
 template <const char* kArgName, bool kWritable>
 struct TensorArg {  // a tensor; kWritable when the operation writes it
   static constexpr const char* kName = kArgName;
+  static constexpr bool kSplitSizes = false;
   using Python = py::handle;
   static TensorRef convert(py::handle h) { return toRef(h, kWritable); }
 };
 template <const char* kArgName, bool kWritable>
 struct TensorListArg {  // a sequence of tensors
   static constexpr const char* kName = kArgName;
+  static constexpr bool kSplitSizes = false;
   using Python = py::handle;
   static std::vector<TensorRef> convert(py::handle h) { return refs(h, kWritable); }
 };
 template <const char* kArgName>
 struct CountsArg {  // elements per rank
   static constexpr const char* kName = kArgName;
+  static constexpr bool kSplitSizes = true;
   using Python = Counts;
   static Counts convert(Counts c) { return c; }
 };
 template <const char* kArgName>
 struct PeerArg {  // a group rank
   static constexpr const char* kName = kArgName;
+  static constexpr bool kSplitSizes = false;
   using Python = int;
   static int convert(int rank) { return rank; }
 };
 struct P2POpsArg {  // (is_send, tensor, peer group rank, tag) tuples
   static constexpr const char* kName = "ops";
+  static constexpr bool kSplitSizes = false;
   using Python = std::vector<std::tuple<bool, Desc, int, int>>;
   static std::vector<P2POp> convert(const Python& list) {
     std::vector<P2POp> ops;
@@ -398,6 +404,8 @@ using GroupClass = py::class_<ProcessGroup, Group>;
 // (under the GIL, as they read Python objects), then issues.
 template <Operation kOp, auto kMethod, typename... Args, typename... Options>
 void defineOperationWith(GroupClass& g, Kinds<Options...>) {
+  static_assert(operationInfo(kOp).splitSizes == (Args::kSplitSizes || ...),
+                "an operation takes split sizes exactly when the table says so");
   g.def(
       operationName(kOp),
       [](ProcessGroup& p, typename Args::Python... args, IntArg<Options>... opts, int64_t timeoutMs,
