@@ -314,19 +314,12 @@ struct TensorListArg {  // a sequence of tensors
   using Python = py::handle;
   static std::vector<TensorRef> convert(py::handle h) { return refs(h, kWritable); }
 };
-template <const char* kArgName>
-struct CountsArg {  // elements per rank
+template <typename T, const char* kArgName, bool kSplits = false>
+struct ValueArg {  // passed on as it is: a group rank, or elements per rank
   static constexpr const char* kName = kArgName;
-  static constexpr bool kSplitSizes = true;
-  using Python = Counts;
-  static Counts convert(Counts c) { return c; }
-};
-template <const char* kArgName>
-struct PeerArg {  // a group rank
-  static constexpr const char* kName = kArgName;
-  static constexpr bool kSplitSizes = false;
-  using Python = int;
-  static int convert(int rank) { return rank; }
+  static constexpr bool kSplitSizes = kSplits;
+  using Python = T;
+  static T convert(T value) { return value; }
 };
 struct P2POpsArg {  // (is_send, tensor, peer group rank, tag) tuples
   static constexpr const char* kName = "ops";
@@ -359,11 +352,11 @@ using Output = TensorArg<kOutputName, true>;
 using Input = TensorArg<kInputName, false>;
 using Outputs = TensorListArg<kOutputsName, true>;
 using Inputs = TensorListArg<kInputsName, false>;
-using Splits = CountsArg<kCountsName>;
-using RecvSplits = CountsArg<kRecvCountsName>;
-using SendSplits = CountsArg<kSendCountsName>;
-using Dst = PeerArg<kDstName>;
-using Src = PeerArg<kSrcName>;
+using Splits = ValueArg<Counts, kCountsName, true>;
+using RecvSplits = ValueArg<Counts, kRecvCountsName, true>;
+using SendSplits = ValueArg<Counts, kSendCountsName, true>;
+using Dst = ValueArg<int, kDstName>;
+using Src = ValueArg<int, kSrcName>;
 
 // The trailing arguments the operation table asks for; each sets a field
 // of the OpOptions.

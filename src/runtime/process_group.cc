@@ -127,17 +127,24 @@ class Call {
     }
     return blocksOf(whole, equalCounts(block.numel, g_.size()));
   }
-  // `splits` divide `whole` among the ranks, and this rank's share is
-  // `part`. Returns where that share starts in `whole`, in elements.
-  int64_t ownSplit(const std::vector<int64_t>& splits, const TensorRef& whole, const TensorRef& part,
-                   const char* splitsName, const char* partName) const {
+  // `part` is this rank's share of `whole` as `splits` divide it among
+  // the ranks (the uneven all_gather and reduce_scatter): both valid, one
+  // dtype, the split sizes adding up to `whole` with this rank's equal to
+  // `part`, and `part` apart from `whole` or exactly its share of it.
+  void unevenShare(const TensorRef& part, const char* partName, const TensorRef& whole,
+                   const char* wholeName, const std::vector<int64_t>& splits,
+                   const char* splitsName) const {
+    tensor(part, partName);
+    tensor(whole, wholeName);
+    sameDtype(whole, part, (std::string(wholeName) + " and " + partName).c_str());
     counts(splits, whole.numel, splitsName);
     const auto me = static_cast<size_t>(g_.rank());
     if (splits[me] != part.numel) {
       fail("this rank's split size is " + std::to_string(splits[me]) + " but its " + partName +
            " has " + std::to_string(part.numel) + " elements");
     }
-    return std::accumulate(splits.begin(), splits.begin() + g_.rank(), int64_t{0});
+    const int64_t own = std::accumulate(splits.begin(), splits.begin() + g_.rank(), int64_t{0});
+    apartOrOwnBlock(part, whole, own, (std::string("the ") + partName).c_str(), wholeName);
   }
   // The blocks of gather's or scatter's per-rank list, named `listName`
   // with elements `element`, that only the root uses: there, one tensor
@@ -278,11 +285,7 @@ WorkPtr ProcessGroup::allGatherIntoTensorUneven(TensorRef output, TensorRef inpu
                                                 const std::vector<int64_t>& counts,
                                                 const OpOptions& o) {
   Call call(Operation::kAllGatherIntoTensorUneven, *impl_);
-  call.tensor(input, "input");
-  call.tensor(output, "output");
-  call.sameDtype(output, input, "output and input");
-  const int64_t own = call.ownSplit(counts, output, input, "output_split_sizes", "input");
-  call.apartOrOwnBlock(input, output, own, "the input", "output");
+  call.unevenShare(input, "input", output, "output", counts, "output_split_sizes");
   auto blocks = blocksOf(output, counts);
   return impl_->runCollective(
       call.name(),
@@ -329,12 +332,8 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
                                                 const std::vector<int64_t>& counts,
                                                 const OpOptions& o) {
   Call call(Operation::kReduceScatterTensorUneven, *impl_);
-  call.tensor(output, "output");
-  call.tensor(input, "input");
-  call.sameDtype(input, output, "input and output");
+  call.unevenShare(output, "output", input, "input", counts, "input_split_sizes");
   call.reduceOp(o.op, output.dtype);
-  const int64_t own = call.ownSplit(counts, input, output, "input_split_sizes", "output");
-  call.apartOrOwnBlock(output, input, own, "the output", "input");
   std::vector<size_t> sizes(counts.begin(), counts.end());
   return impl_->runCollective(
       call.name(),
