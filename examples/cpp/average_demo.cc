@@ -64,7 +64,7 @@ int main() {
     // Everyone learns every shard's size, as rank 0 would need for a report.
     int64_t mine = static_cast<int64_t>(shard.size());
     std::vector<int64_t> sizes(static_cast<size_t>(size));
-    group->allGatherInto(TensorRef{sizes.data(), size, DType::kInt64},
+    group->allGatherIntoTensor(TensorRef{sizes.data(), size, DType::kInt64},
                          TensorRef{&mine, 1, DType::kInt64}, sync);
 
     double mean = stats[0] / stats[2];

@@ -2,6 +2,10 @@
 // operations together, and World: the job's ranks, its rendezvous store and
 // the registry of its groups.
 //
+// Each operation is spelled as the Python function of the same name, in
+// lowerCamel (allGatherIntoTensor is all_gather_into_tensor), and errors
+// name it in the Python spelling.
+//
 // Every operation is asynchronous: it is queued on the group's executor,
 // runs there in issue order, and returns a Work. A synchronous call is
 // `group.allReduce(t)->wait()`. Ranks are group ranks unless a name says
@@ -80,11 +84,11 @@ class MESHCOMM_API ProcessGroup {
   // output = concatenation of every rank's input (output.numel == size * input.numel).
   // Here and in the uneven form, input may be exactly this rank's block of
   // output (in place); any other overlap is an InvalidArgument.
-  WorkPtr allGatherInto(TensorRef output, TensorRef input, const OpOptions& options = {});
+  WorkPtr allGatherIntoTensor(TensorRef output, TensorRef input, const OpOptions& options = {});
   // output = concatenation of inputs of counts[r] elements each.
-  WorkPtr allGatherUneven(TensorRef output, TensorRef input,
-                          const std::vector<int64_t>& counts,
-                          const OpOptions& options = {});
+  WorkPtr allGatherIntoTensorUneven(TensorRef output, TensorRef input,
+                                    const std::vector<int64_t>& counts,
+                                    const OpOptions& options = {});
   // output = op over ranks of inputs[rank].
   WorkPtr reduceScatter(TensorRef output, const std::vector<TensorRef>& inputs,
                         const OpOptions& options = {});
@@ -94,14 +98,14 @@ class MESHCOMM_API ProcessGroup {
   WorkPtr reduceScatterTensor(TensorRef output, TensorRef input,
                               const OpOptions& options = {});
   // input holds blocks of counts[r] elements; output = op of block[rank].
-  WorkPtr reduceScatterUneven(TensorRef output, TensorRef input,
-                              const std::vector<int64_t>& counts,
-                              const OpOptions& options = {});
+  WorkPtr reduceScatterTensorUneven(TensorRef output, TensorRef input,
+                                    const std::vector<int64_t>& counts,
+                                    const OpOptions& options = {});
   // At the root, outputs[r] receives rank r's input (outputs ignored elsewhere).
   WorkPtr gather(const std::vector<TensorRef>& outputs, TensorRef input,
                  const OpOptions& options = {});
   // At the root, output = concatenation of every rank's input.
-  WorkPtr gatherInto(TensorRef output, TensorRef input, const OpOptions& options = {});
+  WorkPtr gatherIntoTensor(TensorRef output, TensorRef input, const OpOptions& options = {});
   // Rank r receives the root's inputs[r] (inputs ignored elsewhere).
   WorkPtr scatter(TensorRef output, const std::vector<TensorRef>& inputs,
                   const OpOptions& options = {});
@@ -127,7 +131,7 @@ class MESHCOMM_API ProcessGroup {
   WorkPtr send(TensorRef data, int dst, const OpOptions& options = {});
   WorkPtr recv(TensorRef data, int src, const OpOptions& options = {});
   // All sends and receives progress together, so no listing order deadlocks.
-  WorkPtr batchSendRecv(const std::vector<P2POp>& ops, const OpOptions& options = {});
+  WorkPtr batchIsendIrecv(const std::vector<P2POp>& ops, const OpOptions& options = {});
 
   const std::shared_ptr<GroupImpl>& impl() const { return impl_; }
 

@@ -1,4 +1,5 @@
-// Element types, reduction operators and the tensor view the C++ API takes.
+// Element types, reduction operators, the tensor view the C++ API takes and
+// the point-to-point operation record.
 //
 // Thread-safety: plain values; all functions are pure.
 #pragma once
@@ -60,7 +61,9 @@ struct TensorRef {
   size_t bytes() const { return static_cast<size_t>(numel) * dtypeSize(dtype); }
 };
 
-// One element of a batched point-to-point call (ProcessGroup::batchSendRecv).
+// One send or receive of a batched point-to-point call (and what send and
+// recv issue): `tensor` goes to, or arrives from, group rank `peer`, and
+// matches the other side's operation with the same tag.
 struct P2POp {
   enum class Kind { kSend, kRecv };
   Kind kind;

@@ -9,6 +9,7 @@ Tensors are numpy arrays, torch CPU tensors, :class:`bfloat16` views, or
 any DLPack / buffer-protocol object; see :mod:`meshcomm._tensor`.
 """
 
+from . import _errors
 from ._errors import (
     DistError,
     DistMismatchError,
@@ -52,7 +53,7 @@ from .groups import (
     new_group,
 )
 from .handle import CommHandle
-from .inplace import set_comm_ops_inplace
+from .inplace import COMM_FUNCS, set_comm_ops_inplace
 from .objects import (
     all_gather_object,
     broadcast_object_list,
@@ -64,12 +65,7 @@ from .reduce_op import ReduceOp
 from .store import TCPStore
 
 __all__ = [
-    # errors
-    "DistError",
-    "DistTimeoutError",
-    "DistPeerLostError",
-    "DistStoreError",
-    "DistMismatchError",
+    *_errors.__all__,
     # store
     "TCPStore",
     # process groups
@@ -91,34 +87,8 @@ __all__ = [
     "CommHandle",
     "bfloat16",
     "set_comm_ops_inplace",
-    # collectives
-    "all_reduce",
-    "all_gather_into_tensor",
-    "all_gather_into_tensor_uneven",
-    "all_to_all",
-    "all_to_all_single",
-    "all_to_all_v_c",
-    "reduce_scatter_tensor",
-    "reduce_scatter_tensor_uneven",
-    "gather",
-    "scatter",
-    "all_gather",
-    "reduce_scatter",
-    "barrier",
-    "broadcast",
-    "reduce",
-    "gather_into_tensor",
-    "scatter_tensor",
-    # point to point
-    "isend",
-    "irecv",
-    "send",
-    "recv",
+    # communication: the native operations (_meshcomm.OPERATIONS), then
+    # those composed of them here
+    *COMM_FUNCS,
     "P2POp",
-    "batch_isend_irecv",
-    # objects
-    "all_gather_object",
-    "broadcast_object_list",
-    "gather_object",
-    "scatter_object_list",
 ]

@@ -15,6 +15,9 @@ _ndarray = np.ndarray
 _describe = _meshcomm.describe_buffer
 
 ALL_OPS = ("sum", "prod", "min", "max")
+#: The native operations: name -> what each takes beyond its tensors
+#: (``reduces``, ``root`` as "src"/"dst"/None, ``split_sizes``, ``tagged``).
+OPERATIONS = _meshcomm.OPERATIONS
 
 
 def type_name(value):
@@ -33,6 +36,24 @@ def group_name(group, fn):
 def async_flag(async_op, fn):
     if not isinstance(async_op, bool):
         raise TypeError(f"{fn}: 'async_op' must be a bool, got {type_name(async_op)}")
+
+
+def group_of(group, async_op, fn):
+    """The native group a call runs on, once `group` and `async_op` passed
+    their checks; DistError when the group does not exist on this rank."""
+    name = group_name(group, fn)
+    async_flag(async_op, fn)
+    return _state.lookup(name)
+
+
+def rooted_group(group, async_op, rank, fn):
+    """(native group, root's group rank) of a rooted operation: checks the
+    root argument (named as the operation table names it, src or dst),
+    `group` and `async_op`, then that the root is a member of the group."""
+    arg = OPERATIONS[fn]["root"]
+    integer(rank, fn, arg)
+    pg = group_of(group, async_op, fn)
+    return pg, group_rank(pg, rank, fn, arg)
 
 
 def reduce_op(op, fn, allowed=ALL_OPS):
@@ -119,6 +140,29 @@ def group_rank(pg, global_rank, fn, name):
         raise ValueError(f"{fn}: {name}={global_rank} is not a member of group '{pg.name}' "
                          f"(world ranks {list(pg.world_ranks)})")
     return r
+
+
+def rows(shape):
+    """First-dimension rows of a tensor of this shape (1 for a scalar)."""
+    return shape[0] if shape else 1
+
+
+def equal_rows(total, n, fn, what, condition=""):
+    """Rows per rank when `total` rows split evenly among `n` ranks;
+    ValueError otherwise. `condition` opens the message ("without ...")."""
+    if total % n != 0:
+        raise ValueError(f"{fn}: {condition}the first dimension of {what} ({total}) must be "
+                         f"divisible by the group size ({n})")
+    return total // n
+
+
+def root_list(objs, like, pg, fn, name, writable):
+    """(descriptor, keep) of each tensor of `objs`, the per-rank list (named
+    `name`) that gather and scatter use at their root: one tensor per rank
+    of `pg`, each of the dtype and shape of `like` (named "tensor")."""
+    list_length(objs, pg.size, fn, name)
+    same_as(like, objs[0], fn, "tensor", f"{name}[0]")
+    return [tensor(t, fn, f"{name}[{i}]", writable) for i, t in enumerate(objs)]
 
 
 def row_elements(shape):

@@ -8,8 +8,7 @@ function follows (groups, world ranks, sync/async, in-place mode, errors).
 """
 
 from . import _checks, _state, _tensor
-from ._checks import async_flag, group_name, type_name
-from .collectives import _rows
+from ._checks import async_flag, group_name, group_of, type_name
 from .handle import finish
 from .inplace import _enabled
 
@@ -17,6 +16,7 @@ __all__ = ["all_to_all", "all_to_all_single", "all_to_all_v_c"]
 
 _lookup = _state.lookup
 _ref = _checks.tensor
+_rows = _checks.rows
 
 
 def _is_shape(value):
@@ -92,12 +92,8 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
 
 def _split_counts(sizes, shape, n, fn, what):
     """Element counts per rank for `sizes` rows (None: equal blocks)."""
-    rows = _rows(shape)
     if sizes is None:
-        if rows % n != 0:
-            raise ValueError(f"{fn}: without split sizes, the first dimension of {what} "
-                             f"({rows}) must be divisible by the group size ({n})")
-        sizes = [rows // n] * n
+        sizes = [_checks.equal_rows(_rows(shape), n, fn, what, "without split sizes, ")] * n
     per_row = _checks.row_elements(shape)
     return [s * per_row for s in sizes], sizes
 
@@ -144,9 +140,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     _checks.is_tensor(input, fn, "input")
     if inplace or not _is_shape(output):
         _checks.is_tensor(output, fn, "output")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
+    pg = group_of(group, async_op, fn)
     n = pg.size
     out_sizes = _checks.split_sizes(output_split_sizes, fn, "output_split_sizes", n)
     in_sizes = _checks.split_sizes(input_split_sizes, fn, "input_split_sizes", n)

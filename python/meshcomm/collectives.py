@@ -22,8 +22,8 @@ import warnings
 import numpy as np
 
 from . import _checks, _state, _tensor
-from ._checks import async_flag, group_name, integer, reduce_op
-from .handle import CommHandle, finish
+from ._checks import async_flag, group_name, group_of, integer, reduce_op, rooted_group
+from .handle import CommHandle, finish, wait_sync
 from .inplace import _enabled, require_inplace
 from .reduce_op import CODES as _OP_CODES, ReduceOp
 
@@ -32,15 +32,12 @@ __all__ = ["all_reduce", "reduce", "broadcast", "barrier", "reduce_scatter_tenso
 
 _lookup = _state.lookup
 _ref = _checks.tensor
+_rows = _checks.rows
 _parked = _state._parked
 _WORLD = _state.WORLD_COMM_GROUP
 _ndarray = np.ndarray
 _groups_get = _state._groups.get
 _op_codes_get = _OP_CODES.get
-
-
-def _rows(shape):
-    return shape[0] if shape else 1
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
@@ -103,12 +100,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
             work = pg.all_reduce(desc, code, 0, blocking)
         if async_op:
             return CommHandle(work, keep)
-        try:
-            work.wait()
-        except BaseException:
-            if not work.is_completed():
-                _state.park(work, keep)
-            raise
+        wait_sync(work, keep)
         return None
     out = _tensor.copy_of(tensor)
     desc, keep = _ref(out, fn, "tensor", True)
@@ -143,9 +135,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     _checks.is_tensor(tensor, fn, "tensor")
     integer(dst, fn, "dst")
     code = reduce_op(op, fn)
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
+    pg = group_of(group, async_op, fn)
     root = _checks.group_rank(pg, dst, fn, "dst")
     desc, keep = _ref(tensor, fn, "tensor", pg.rank == root)
     _state.prune()
@@ -180,11 +170,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     fn = "broadcast"
     require_inplace(fn)
     _checks.is_tensor(tensor, fn, "tensor")
-    integer(src, fn, "src")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
-    root = _checks.group_rank(pg, src, fn, "src")
+    pg, root = rooted_group(group, async_op, src, fn)
     desc, keep = _ref(tensor, fn, "tensor", pg.rank != root)
     _state.prune()
     return finish(pg.broadcast(desc, root, 0, not async_op), async_op, keep)
@@ -210,12 +196,10 @@ def barrier(group=None, async_op=False, device_ids=None):
         barrier finish!
     """
     fn = "barrier"
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
+    pg = group_of(group, async_op, fn)
     if device_ids is not None:
         warnings.warn(f"{fn}: 'device_ids' is ignored (meshcomm runs on CPUs)", UserWarning,
                       stacklevel=2)
-    pg = _lookup(name)
     _state.prune()
     return finish(pg.barrier(0, not async_op), async_op, None)
 
@@ -253,19 +237,15 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if inplace:
         _checks.is_tensor(output, fn, "output")
     code = reduce_op(op, fn)
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
+    pg = group_of(group, async_op, fn)
     shape = _tensor.shape_of(input)
-    if _rows(shape) % pg.size != 0:
-        raise ValueError(f"{fn}: the first dimension of 'input' ({_rows(shape)}) must be "
-                         f"divisible by the group size ({pg.size})")
+    block = _checks.equal_rows(_rows(shape), pg.size, fn, "'input'")
     in_desc, in_keep = _ref(input, fn, "input")
     if inplace:
         result = None
         out_desc, out_keep = _ref(output, fn, "output", True)
     else:
-        result = _tensor.empty_like(input, (_rows(shape) // pg.size,) + tuple(shape[1:]))
+        result = _tensor.empty_like(input, (block,) + tuple(shape[1:]))
         out_desc, out_keep = _ref(result, fn, "output", True)
     _state.prune()
     work = pg.reduce_scatter_tensor(out_desc, in_desc, code, 0, not async_op)
@@ -307,20 +287,15 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None, op=Reduc
     fn = "reduce_scatter_tensor_uneven"
     require_inplace(fn)
     code = reduce_op(op, fn, ("sum", "min", "max"))
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
     _checks.is_tensor(output, fn, "output")
     _checks.is_tensor(input, fn, "input")
-    pg = _lookup(name)
+    pg = group_of(group, async_op, fn)
     n = pg.size
     sizes = _checks.split_sizes(input_split_sizes, fn, "input_split_sizes", n)
     shape = _tensor.shape_of(input)
     rows = _rows(shape)
     if sizes is None:
-        if rows % n != 0:
-            raise ValueError(f"{fn}: without 'input_split_sizes' the first dimension of 'input' "
-                             f"({rows}) must be divisible by the group size ({n})")
-        sizes = [rows // n] * n
+        sizes = [_checks.equal_rows(rows, n, fn, "'input'", "without 'input_split_sizes' ")] * n
     if sum(sizes) != rows:
         raise ValueError(f"{fn}: 'input_split_sizes' add up to {sum(sizes)} rows but 'input' "
                          f"has {rows}")
@@ -328,8 +303,8 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None, op=Reduc
     out_desc, out_keep = _ref(output, fn, "output", True)
     in_desc, in_keep = _ref(input, fn, "input")
     _state.prune()
-    work = pg.reduce_scatter_uneven(out_desc, in_desc, [s * per_row for s in sizes], code, 0,
-                                    not async_op)
+    work = pg.reduce_scatter_tensor_uneven(out_desc, in_desc, [s * per_row for s in sizes], code,
+                                           0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -364,10 +339,8 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     require_inplace(fn)
     _checks.tensor_list(input_list, fn, "input_list")
     _checks.is_tensor(output, fn, "output")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
+    pg = group_of(group, async_op, fn)
     code = reduce_op(op, fn)
-    pg = _lookup(name)
     _checks.list_length(input_list, pg.size, fn, "input_list")
     _checks.same_as(output, input_list[pg.rank], fn, "output", f"input_list[{pg.rank}]")
     out_desc, out_keep = _ref(output, fn, "output", True)

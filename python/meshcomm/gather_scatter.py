@@ -5,16 +5,15 @@ function follows (groups, world ranks, sync/async, in-place mode, errors).
 """
 
 from . import _checks, _state, _tensor
-from ._checks import async_flag, group_name, integer
-from .collectives import _rows
+from ._checks import group_of, rooted_group
 from .handle import finish
 from .inplace import _enabled, require_inplace
 
 __all__ = ["all_gather_into_tensor", "all_gather_into_tensor_uneven", "all_gather",
            "gather_into_tensor", "gather", "scatter_tensor", "scatter"]
 
-_lookup = _state.lookup
 _ref = _checks.tensor
+_rows = _checks.rows
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -47,9 +46,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     _checks.is_tensor(input_tensor, fn, "input_tensor")
     if inplace:
         _checks.is_tensor(output_tensor, fn, "output_tensor")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
+    pg = group_of(group, async_op, fn)
     in_desc, in_keep = _ref(input_tensor, fn, "input_tensor")
     if inplace:
         result = None
@@ -59,7 +56,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         result = _tensor.empty_like(input_tensor, (pg.size * _rows(shape),) + tuple(shape[1:]))
         out_desc, out_keep = _ref(result, fn, "output_tensor", True)
     _state.prune()
-    work = pg.all_gather_into(out_desc, in_desc, 0, not async_op)
+    work = pg.all_gather_into_tensor(out_desc, in_desc, 0, not async_op)
     h = finish(work, async_op, (out_keep, in_keep))
     return h if inplace else (result, h)
 
@@ -94,17 +91,15 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=
     """
     fn = "all_gather_into_tensor_uneven"
     require_inplace(fn)
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
     _checks.is_tensor(output, fn, "output")
     _checks.is_tensor(input, fn, "input")
-    pg = _lookup(name)
+    pg = group_of(group, async_op, fn)
     sizes = _checks.split_sizes(output_split_sizes, fn, "output_split_sizes", pg.size)
     out_desc, out_keep = _ref(output, fn, "output", True)
     in_desc, in_keep = _ref(input, fn, "input")
     _state.prune()
     if sizes is None:
-        work = pg.all_gather_into(out_desc, in_desc, 0, not async_op)
+        work = pg.all_gather_into_tensor(out_desc, in_desc, 0, not async_op)
         return finish(work, async_op, (out_keep, in_keep))
     in_rows = _rows(_tensor.shape_of(input))
     out_shape = _tensor.shape_of(output)
@@ -115,8 +110,8 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=
         raise ValueError(f"{fn}: 'output_split_sizes' add up to {sum(sizes)} rows but 'output' "
                          f"has {_rows(out_shape)}")
     per_row = _checks.row_elements(out_shape)
-    work = pg.all_gather_uneven(out_desc, in_desc, [s * per_row for s in sizes], 0,
-                                not async_op)
+    work = pg.all_gather_into_tensor_uneven(out_desc, in_desc, [s * per_row for s in sizes], 0,
+                                            not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -150,9 +145,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     require_inplace(fn)
     _checks.tensor_list(tensor_list, fn, "tensor_list")
     _checks.is_tensor(tensor, fn, "tensor")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
+    pg = group_of(group, async_op, fn)
     _checks.list_length(tensor_list, pg.size, fn, "tensor_list")
     _checks.same_as(tensor, tensor_list[pg.rank], fn, "tensor", f"tensor_list[{pg.rank}]")
     in_desc, in_keep = _ref(tensor, fn, "tensor")
@@ -192,15 +185,11 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None, async_op=
     require_inplace(fn)
     _checks.is_tensor(input_tensor, fn, "input_tensor")
     _checks.is_tensor(output_tensor, fn, "output_tensor")
-    integer(dst, fn, "dst")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
-    root = _checks.group_rank(pg, dst, fn, "dst")
+    pg, root = rooted_group(group, async_op, dst, fn)
     in_desc, in_keep = _ref(input_tensor, fn, "input_tensor")
     out_desc, out_keep = _ref(output_tensor, fn, "output_tensor", pg.rank == root)
     _state.prune()
-    work = pg.gather_into(out_desc, in_desc, root, 0, not async_op)
+    work = pg.gather_into_tensor(out_desc, in_desc, root, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -236,16 +225,10 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
     require_inplace(fn)
     _checks.is_tensor(tensor, fn, "tensor")
     _checks.tensor_list(gather_list, fn, "gather_list", same_shape=True)
-    integer(dst, fn, "dst")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
-    root = _checks.group_rank(pg, dst, fn, "dst")
+    pg, root = rooted_group(group, async_op, dst, fn)
     refs = []
     if pg.rank == root:
-        _checks.list_length(gather_list, pg.size, fn, "gather_list")
-        _checks.same_as(tensor, gather_list[0], fn, "tensor", "gather_list[0]")
-        refs = [_ref(t, fn, f"gather_list[{i}]", True) for i, t in enumerate(gather_list)]
+        refs = _checks.root_list(gather_list, tensor, pg, fn, "gather_list", True)
     in_desc, in_keep = _ref(tensor, fn, "tensor")
     _state.prune()
     work = pg.gather([d for d, _ in refs], in_desc, root, 0, not async_op)
@@ -284,11 +267,7 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None, async_op=Fals
     require_inplace(fn)
     _checks.is_tensor(input_tensor, fn, "input_tensor")
     _checks.is_tensor(output_tensor, fn, "output_tensor")
-    integer(src, fn, "src")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
-    root = _checks.group_rank(pg, src, fn, "src")
+    pg, root = rooted_group(group, async_op, src, fn)
     out_desc, out_keep = _ref(output_tensor, fn, "output_tensor", True)
     in_desc, in_keep = _ref(input_tensor, fn, "input_tensor")
     _state.prune()
@@ -329,16 +308,10 @@ def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
     require_inplace(fn)
     _checks.tensor_list(scatter_list, fn, "scatter_list", same_shape=True)
     _checks.is_tensor(tensor, fn, "tensor")
-    integer(src, fn, "src")
-    name = group_name(group, fn)
-    async_flag(async_op, fn)
-    pg = _lookup(name)
-    root = _checks.group_rank(pg, src, fn, "src")
+    pg, root = rooted_group(group, async_op, src, fn)
     refs = []
     if pg.rank == root:
-        _checks.list_length(scatter_list, pg.size, fn, "scatter_list")
-        _checks.same_as(tensor, scatter_list[0], fn, "tensor", "scatter_list[0]")
-        refs = [_ref(t, fn, f"scatter_list[{i}]") for i, t in enumerate(scatter_list)]
+        refs = _checks.root_list(scatter_list, tensor, pg, fn, "scatter_list", False)
     out_desc, out_keep = _ref(tensor, fn, "tensor", True)
     _state.prune()
     work = pg.scatter(out_desc, [d for d, _ in refs], root, 0, not async_op)

@@ -13,16 +13,16 @@ both modes.
 The mode is process-wide, kept per function name.
 """
 
+from . import _meshcomm
+
 __all__ = ["set_comm_ops_inplace", "COMM_FUNCS"]
 
-#: Names whose mode set_comm_ops_inplace can change.
-COMM_FUNCS = (
-    "all_reduce", "all_gather_into_tensor", "all_gather_into_tensor_uneven", "all_to_all",
-    "all_to_all_single", "reduce_scatter_tensor", "reduce_scatter_tensor_uneven", "isend",
-    "irecv", "send", "recv", "gather", "scatter", "all_gather", "reduce_scatter", "barrier",
-    "broadcast", "reduce", "batch_isend_irecv", "all_gather_object", "broadcast_object_list",
-    "gather_object", "scatter_object_list", "gather_into_tensor", "scatter_tensor",
-    "all_to_all_v_c",
+#: Names whose mode set_comm_ops_inplace can change: every communication
+#: function, that is the native operations (the operation table, in its
+#: order) and those composed of them in Python.
+COMM_FUNCS = tuple(_meshcomm.OPERATIONS) + (
+    "isend", "irecv", "all_to_all_v_c", "all_gather_object", "broadcast_object_list",
+    "gather_object", "scatter_object_list",
 )
 
 _enabled = dict.fromkeys(COMM_FUNCS, True)

@@ -53,11 +53,25 @@ def _run(work, *keep):
     wait_sync(work, keep)
 
 
+def _rooted(name, rank, fn, arg):
+    """(native group, root's group rank, whether this rank is the root)."""
+    pg = _state.lookup(name)
+    root = _checks.group_rank(pg, rank, fn, arg)
+    return pg, root, pg.rank == root
+
+
+def _check_per_rank(value, pg, fn, arg):
+    """TypeError unless `value` is a list with one entry per rank of `pg`."""
+    if not isinstance(value, list) or len(value) != pg.size:
+        raise TypeError(f"{fn}: '{arg}' must be a list with one entry per rank of the group "
+                        f"({pg.size}), got {_describe_list(value)}")
+
+
 def _gather_sizes(pg, nbytes):
     """Every rank's payload size, by group rank."""
     mine = np.array([nbytes], dtype=np.int64)
     sizes = np.zeros(pg.size, dtype=np.int64)
-    _run(pg.all_gather_into(_desc(sizes), _desc(mine), 0, False), mine, sizes)
+    _run(pg.all_gather_into_tensor(_desc(sizes), _desc(mine), 0, False), mine, sizes)
     return sizes
 
 
@@ -104,15 +118,13 @@ def all_gather_object(object_list, obj, group=None):
     require_inplace(fn)
     name = group_name(group, fn)
     pg = _state.lookup(name)
-    if not isinstance(object_list, list) or len(object_list) != pg.size:
-        raise TypeError(f"{fn}: 'object_list' must be a list with one entry per rank of the "
-                        f"group ({pg.size}), got {_describe_list(object_list)}")
+    _check_per_rank(object_list, pg, fn, "object_list")
     data = pickle.dumps(obj)
     sizes = _gather_sizes(pg, len(data))
     stride = max(int(sizes.max()), 1)
     mine = _padded(data, stride)
     everyone = np.zeros(stride * pg.size, dtype=np.uint8)
-    _run(pg.all_gather_into(_desc(everyone), _desc(mine), 0, False), everyone, mine)
+    _run(pg.all_gather_into_tensor(_desc(everyone), _desc(mine), 0, False), everyone, mine)
     object_list[:] = _unpickle_all(everyone, sizes, stride)
 
 
@@ -146,9 +158,7 @@ def broadcast_object_list(object_list, src=0, group=None, device=None):
     if not isinstance(object_list, list) or not object_list:
         raise TypeError(f"{fn}: 'object_list' must be a non-empty list, got "
                         f"{_describe_list(object_list)}")
-    pg = _state.lookup(name)
-    root = _checks.group_rank(pg, src, fn, "src")
-    is_root = pg.rank == root
+    pg, root, is_root = _rooted(name, src, fn, "src")
     pickles = [pickle.dumps(o) for o in object_list] if is_root else []
     sizes = np.array([len(p) for p in pickles] if is_root else [0] * len(object_list),
                      dtype=np.int64)
@@ -188,19 +198,15 @@ def gather_object(obj, object_gather_list=None, dst=0, group=None):
     require_inplace(fn)
     name = group_name(group, fn)
     integer(dst, fn, "dst")
-    pg = _state.lookup(name)
-    root = _checks.group_rank(pg, dst, fn, "dst")
-    is_root = pg.rank == root
-    if is_root and (not isinstance(object_gather_list, list) or
-                    len(object_gather_list) != pg.size):
-        raise TypeError(f"{fn}: 'object_gather_list' must be a list with one entry per rank of "
-                        f"the group ({pg.size}), got {_describe_list(object_gather_list)}")
+    pg, root, is_root = _rooted(name, dst, fn, "dst")
+    if is_root:
+        _check_per_rank(object_gather_list, pg, fn, "object_gather_list")
     data = pickle.dumps(obj)
     sizes = _gather_sizes(pg, len(data))
     stride = max(int(sizes.max()), 1)
     mine = _padded(data, stride)
     everyone = np.zeros(stride * pg.size if is_root else 1, dtype=np.uint8)
-    _run(pg.gather_into(_desc(everyone), _desc(mine), root, 0, False), everyone, mine)
+    _run(pg.gather_into_tensor(_desc(everyone), _desc(mine), root, 0, False), everyone, mine)
     if is_root:
         object_gather_list[:] = _unpickle_all(everyone, sizes, stride)
 
@@ -238,14 +244,9 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list, s
         raise TypeError(f"{fn}: 'scatter_object_output_list' must be a non-empty list, got "
                         f"{_describe_list(scatter_object_output_list)}")
     integer(src, fn, "src")
-    pg = _state.lookup(name)
-    root = _checks.group_rank(pg, src, fn, "src")
-    is_root = pg.rank == root
-    if is_root and (not isinstance(scatter_object_input_list, list) or
-                    len(scatter_object_input_list) != pg.size):
-        raise TypeError(f"{fn}: 'scatter_object_input_list' must be a list with one entry per "
-                        f"rank of the group ({pg.size}), got "
-                        f"{_describe_list(scatter_object_input_list)}")
+    pg, root, is_root = _rooted(name, src, fn, "src")
+    if is_root:
+        _check_per_rank(scatter_object_input_list, pg, fn, "scatter_object_input_list")
     pickles = [pickle.dumps(o) for o in scatter_object_input_list] if is_root else []
     sizes = np.array([len(p) for p in pickles] if is_root else [0] * pg.size, dtype=np.int64)
     _run(pg.broadcast(_desc(sizes), root, 0, False), sizes)

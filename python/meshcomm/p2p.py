@@ -229,4 +229,4 @@ def batch_isend_irecv(p2p_op_list):
         ops.append((p.is_send, desc, peer, p.tag))
         keep.append(k)
     _state.prune()
-    return [CommHandle(pg.batch_send_recv(ops, 0, False), keep)]
+    return [CommHandle(pg.batch_isend_irecv(ops, 0, False), keep)]

@@ -1,5 +1,8 @@
 // Bindings of World (joining the job, the group registry) and ProcessGroup
-// (members and one method per operation).
+// (members, and one method per entry of the operation table,
+// collectives/operations.h, under the operation's Python name). The table
+// itself is exported as OPERATIONS, so the Python layer derives its lists
+// of operations from it.
 //
 // Tensors cross the boundary as raw descriptors, (address, numel, dtype)
 // tuples with dtype the meshcomm::DType value; meshcomm/_tensor.py makes
@@ -25,9 +28,11 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bindings.h"
+#include "collectives/operations.h"
 #include "meshcomm/error.h"
 #include "meshcomm/interrupt.h"
 #include "meshcomm/process_group.h"
@@ -41,9 +46,6 @@ namespace meshcomm::python {
 namespace {
 
 using Desc = std::tuple<uintptr_t, int64_t, int>;
-// A tensor argument (see toRef) and a list of them.
-using Tensor = py::handle;
-using Tensors = py::handle;
 using Counts = std::vector<int64_t>;
 using Group = std::shared_ptr<ProcessGroup>;
 
@@ -161,11 +163,10 @@ std::vector<TensorRef> refs(py::handle seq, bool writable) {
   return out;
 }
 
-OpOptions options(int64_t timeoutMs, bool blocking, int op = 0, int root = 0, int tag = 0) {
+// The options every operation takes; what else it takes is set by the
+// option kinds of defineOperation.
+OpOptions options(int64_t timeoutMs, bool blocking) {
   OpOptions o;
-  o.op = reduceOp(op);
-  o.root = root;
-  o.tag = tag;
   o.timeout = std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs);
   o.blocking = blocking;
   return o;
@@ -289,6 +290,158 @@ void bindWorld(py::module_& m) {
       .def_static("world_group_name", [] { return std::string(World::worldGroupName()); });
 }
 
+// ---- operations: one binding per entry of the operation table ----------
+//
+// Each ProcessGroup method is bound as the operation's Python name, taking
+// its tensors and sizes (the argument kinds below, in the method's order),
+// then what the operation table says it takes (op, root, tag), then
+// timeout_ms and blocking. Sizes are in elements; empty lists mean equal
+// blocks.
+
+// Argument kinds: the Python argument's name and type, its C++ value, and
+// whether it is a list of split sizes (checked against the table).
+template <const char* kArgName, bool kWritable>
+struct TensorArg {  // a tensor; kWritable when the operation writes it
+  static constexpr const char* kName = kArgName;
+  static constexpr bool kSplitSizes = false;
+  using Python = py::handle;
+  static TensorRef convert(py::handle h) { return toRef(h, kWritable); }
+};
+template <const char* kArgName, bool kWritable>
+struct TensorListArg {  // a sequence of tensors
+  static constexpr const char* kName = kArgName;
+  static constexpr bool kSplitSizes = false;
+  using Python = py::handle;
+  static std::vector<TensorRef> convert(py::handle h) { return refs(h, kWritable); }
+};
+template <typename T, const char* kArgName, bool kSplits = false>
+struct ValueArg {  // passed on as it is: a group rank, or elements per rank
+  static constexpr const char* kName = kArgName;
+  static constexpr bool kSplitSizes = kSplits;
+  using Python = T;
+  static T convert(T value) { return value; }
+};
+struct P2POpsArg {  // (is_send, tensor, peer group rank, tag) tuples
+  static constexpr const char* kName = "ops";
+  static constexpr bool kSplitSizes = false;
+  using Python = std::vector<std::tuple<bool, Desc, int, int>>;
+  static std::vector<P2POp> convert(const Python& list) {
+    std::vector<P2POp> ops;
+    ops.reserve(list.size());
+    for (const auto& [isSend, t, peer, tag] : list) {
+      ops.push_back(P2POp{isSend ? P2POp::Kind::kSend : P2POp::Kind::kRecv, fromDesc(t), peer, tag});
+    }
+    return ops;
+  }
+};
+
+constexpr char kTensorName[] = "tensor";
+constexpr char kOutputName[] = "output";
+constexpr char kInputName[] = "input";
+constexpr char kOutputsName[] = "outputs";
+constexpr char kInputsName[] = "inputs";
+constexpr char kCountsName[] = "counts";
+constexpr char kRecvCountsName[] = "recv_counts";
+constexpr char kSendCountsName[] = "send_counts";
+constexpr char kDstName[] = "dst";
+constexpr char kSrcName[] = "src";
+
+using Data = TensorArg<kTensorName, true>;  // in place: read and written
+using Sent = TensorArg<kTensorName, false>;
+using Output = TensorArg<kOutputName, true>;
+using Input = TensorArg<kInputName, false>;
+using Outputs = TensorListArg<kOutputsName, true>;
+using Inputs = TensorListArg<kInputsName, false>;
+using Splits = ValueArg<Counts, kCountsName, true>;
+using RecvSplits = ValueArg<Counts, kRecvCountsName, true>;
+using SendSplits = ValueArg<Counts, kSendCountsName, true>;
+using Dst = ValueArg<int, kDstName>;
+using Src = ValueArg<int, kSrcName>;
+
+// The trailing arguments the operation table asks for; each sets a field
+// of the OpOptions.
+struct OpArg {
+  static constexpr const char* kName = "op";
+  static void apply(int code, OpOptions& o) { o.op = reduceOp(code); }
+};
+struct RootArg {
+  static constexpr const char* kName = "root";
+  static void apply(int rank, OpOptions& o) { o.root = rank; }
+};
+struct TagArg {
+  static constexpr const char* kName = "tag";
+  static void apply(int tag, OpOptions& o) { o.tag = tag; }
+};
+
+template <typename... T>
+struct Kinds {};
+// One int per option kind.
+template <typename>
+using IntArg = int;
+
+// OpArg, RootArg and TagArg, those the operation takes, in that order.
+template <Operation kOp>
+constexpr auto optionKinds() {
+  constexpr const OperationInfo& info = operationInfo(kOp);
+  static_assert(!(info.rooted() && info.tagged), "no operation takes both a root and a tag");
+  if constexpr (info.reduces && info.rooted()) return Kinds<OpArg, RootArg>{};
+  else if constexpr (info.reduces) return Kinds<OpArg>{};
+  else if constexpr (info.rooted()) return Kinds<RootArg>{};
+  else if constexpr (info.tagged) return Kinds<TagArg>{};
+  else return Kinds<>{};
+}
+
+using GroupClass = py::class_<ProcessGroup, Group>;
+
+// Binds `kMethod` as operation kOp: fills the options, converts the Args
+// (under the GIL, as they read Python objects), then issues.
+template <Operation kOp, auto kMethod, typename... Args, typename... Options>
+void defineOperationWith(GroupClass& g, Kinds<Options...>) {
+  static_assert(operationInfo(kOp).splitSizes == (Args::kSplitSizes || ...),
+                "an operation takes split sizes exactly when the table says so");
+  g.def(
+      operationName(kOp),
+      [](ProcessGroup& p, typename Args::Python... args, IntArg<Options>... opts, int64_t timeoutMs,
+         bool blocking) {
+        OpOptions o = options(timeoutMs, blocking);
+        (Options::apply(opts, o), ...);
+        auto converted = std::make_tuple(Args::convert(args)...);
+        return issue(blocking, [&] {
+          return std::apply([&](auto&... a) { return (p.*kMethod)(a..., o); }, converted);
+        });
+      },
+      py::arg(Args::kName)..., py::arg(Options::kName)..., py::arg("timeout_ms"),
+      py::arg("blocking"));
+}
+template <Operation kOp, auto kMethod, typename... Args>
+void defineOperation(GroupClass& g) {
+  defineOperationWith<kOp, kMethod, Args...>(g, optionKinds<kOp>());
+}
+
+void defineOperations(GroupClass& g) {
+  using O = Operation;
+  using P = ProcessGroup;
+  defineOperation<O::kAllReduce, &P::allReduce, Data>(g);
+  defineOperation<O::kBroadcast, &P::broadcast, Data>(g);
+  defineOperation<O::kReduce, &P::reduce, Data>(g);
+  defineOperation<O::kAllGather, &P::allGather, Outputs, Input>(g);
+  defineOperation<O::kAllGatherIntoTensor, &P::allGatherIntoTensor, Output, Input>(g);
+  defineOperation<O::kAllGatherIntoTensorUneven, &P::allGatherIntoTensorUneven, Output, Input, Splits>(g);
+  defineOperation<O::kReduceScatter, &P::reduceScatter, Output, Inputs>(g);
+  defineOperation<O::kReduceScatterTensor, &P::reduceScatterTensor, Output, Input>(g);
+  defineOperation<O::kReduceScatterTensorUneven, &P::reduceScatterTensorUneven, Output, Input, Splits>(g);
+  defineOperation<O::kGather, &P::gather, Outputs, Input>(g);
+  defineOperation<O::kGatherIntoTensor, &P::gatherIntoTensor, Output, Input>(g);
+  defineOperation<O::kScatter, &P::scatter, Output, Inputs>(g);
+  defineOperation<O::kScatterTensor, &P::scatterTensor, Output, Input>(g);
+  defineOperation<O::kAllToAll, &P::allToAll, Outputs, Inputs>(g);
+  defineOperation<O::kAllToAllSingle, &P::allToAllSingle, Output, Input, RecvSplits, SendSplits>(g);
+  defineOperation<O::kBarrier, &P::barrier>(g);
+  defineOperation<O::kSend, &P::send, Sent, Dst>(g);
+  defineOperation<O::kRecv, &P::recv, Data, Src>(g);
+  defineOperation<O::kBatchIsendIrecv, &P::batchIsendIrecv, P2POpsArg>(g);
+}
+
 void bindGroup(py::module_& m) {
   using namespace pybind11::literals;
   py::class_<ProcessGroup, Group> g(m, "ProcessGroup",
@@ -302,186 +455,7 @@ void bindGroup(py::module_& m) {
       .def("to_world_rank", &ProcessGroup::toWorldRank, "group_rank"_a)
       .def("to_group_rank", &ProcessGroup::toGroupRank, "world_rank"_a);
 
-  // Collectives. Argument order: tensors, then the operation's own
-  // parameters, then timeout_ms and blocking.
-  g.def(
-      "all_reduce",
-      [](ProcessGroup& p, Tensor t, int op, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, op);
-        auto r = toRef(t, true);
-        return issue(blocking, [&] { return p.allReduce(r, o); });
-      },
-      "tensor"_a, "op"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "broadcast",
-      [](ProcessGroup& p, Tensor t, int root, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, 0, root);
-        auto r = toRef(t, true);
-        return issue(blocking, [&] { return p.broadcast(r, o); });
-      },
-      "tensor"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "reduce",
-      [](ProcessGroup& p, Tensor t, int op, int root, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, op, root);
-        auto r = toRef(t, true);
-        return issue(blocking, [&] { return p.reduce(r, o); });
-      },
-      "tensor"_a, "op"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "all_gather",
-      [](ProcessGroup& p, Tensors outs, Tensor in, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking);
-        auto rs = refs(outs, true);
-        auto r = toRef(in, false);
-        return issue(blocking, [&] { return p.allGather(rs, r, o); });
-      },
-      "outputs"_a, "input"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "all_gather_into",
-      [](ProcessGroup& p, Tensor out, Tensor in, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking);
-        auto ro = toRef(out, true);
-        auto ri = toRef(in, false);
-        return issue(blocking, [&] { return p.allGatherInto(ro, ri, o); });
-      },
-      "output"_a, "input"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "all_gather_uneven",
-      [](ProcessGroup& p, Tensor out, Tensor in, const Counts& counts, int64_t timeoutMs,
-         bool blocking) {
-        auto o = options(timeoutMs, blocking);
-        auto ro = toRef(out, true);
-        auto ri = toRef(in, false);
-        return issue(blocking, [&] { return p.allGatherUneven(ro, ri, counts, o); });
-      },
-      "output"_a, "input"_a, "counts"_a, "timeout_ms"_a, "blocking"_a,
-      "counts: elements from each rank.");
-  g.def(
-      "reduce_scatter",
-      [](ProcessGroup& p, Tensor out, Tensors ins, int op, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, op);
-        auto ro = toRef(out, true);
-        auto rs = refs(ins, false);
-        return issue(blocking, [&] { return p.reduceScatter(ro, rs, o); });
-      },
-      "output"_a, "inputs"_a, "op"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "reduce_scatter_tensor",
-      [](ProcessGroup& p, Tensor out, Tensor in, int op, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, op);
-        auto ro = toRef(out, true);
-        auto ri = toRef(in, false);
-        return issue(blocking, [&] { return p.reduceScatterTensor(ro, ri, o); });
-      },
-      "output"_a, "input"_a, "op"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "reduce_scatter_uneven",
-      [](ProcessGroup& p, Tensor out, Tensor in, const Counts& counts, int op, int64_t timeoutMs,
-         bool blocking) {
-        auto o = options(timeoutMs, blocking, op);
-        auto ro = toRef(out, true);
-        auto ri = toRef(in, false);
-        return issue(blocking, [&] { return p.reduceScatterUneven(ro, ri, counts, o); });
-      },
-      "output"_a, "input"_a, "counts"_a, "op"_a, "timeout_ms"_a, "blocking"_a,
-      "counts: elements of each rank's block.");
-  g.def(
-      "gather",
-      [](ProcessGroup& p, Tensors outs, Tensor in, int root, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, 0, root);
-        auto rs = refs(outs, true);
-        auto r = toRef(in, false);
-        return issue(blocking, [&] { return p.gather(rs, r, o); });
-      },
-      "outputs"_a, "input"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "gather_into",
-      [](ProcessGroup& p, Tensor out, Tensor in, int root, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, 0, root);
-        auto ro = toRef(out, true);
-        auto ri = toRef(in, false);
-        return issue(blocking, [&] { return p.gatherInto(ro, ri, o); });
-      },
-      "output"_a, "input"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "scatter",
-      [](ProcessGroup& p, Tensor out, Tensors ins, int root, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, 0, root);
-        auto ro = toRef(out, true);
-        auto rs = refs(ins, false);
-        return issue(blocking, [&] { return p.scatter(ro, rs, o); });
-      },
-      "output"_a, "inputs"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "scatter_tensor",
-      [](ProcessGroup& p, Tensor out, Tensor in, int root, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, 0, root);
-        auto ro = toRef(out, true);
-        auto ri = toRef(in, false);
-        return issue(blocking, [&] { return p.scatterTensor(ro, ri, o); });
-      },
-      "output"_a, "input"_a, "root"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "all_to_all",
-      [](ProcessGroup& p, Tensors outs, Tensors ins, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking);
-        auto ro = refs(outs, true);
-        auto ri = refs(ins, false);
-        return issue(blocking, [&] { return p.allToAll(ro, ri, o); });
-      },
-      "outputs"_a, "inputs"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "all_to_all_single",
-      [](ProcessGroup& p, Tensor out, Tensor in, const Counts& recvCounts, const Counts& sendCounts,
-         int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking);
-        auto ro = toRef(out, true);
-        auto ri = toRef(in, false);
-        return issue(blocking, [&] { return p.allToAllSingle(ro, ri, recvCounts, sendCounts, o); });
-      },
-      "output"_a, "input"_a, "recv_counts"_a, "send_counts"_a, "timeout_ms"_a, "blocking"_a,
-      "Counts in elements; empty lists mean equal blocks.");
-  g.def(
-      "barrier",
-      [](ProcessGroup& p, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking);
-        return issue(blocking, [&] { return p.barrier(o); });
-      },
-      "timeout_ms"_a, "blocking"_a);
-
-  // Point to point; peers are group ranks.
-  g.def(
-      "send",
-      [](ProcessGroup& p, Tensor t, int dst, int tag, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, 0, 0, tag);
-        auto r = toRef(t, false);
-        return issue(blocking, [&] { return p.send(r, dst, o); });
-      },
-      "tensor"_a, "dst"_a, "tag"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "recv",
-      [](ProcessGroup& p, Tensor t, int src, int tag, int64_t timeoutMs, bool blocking) {
-        auto o = options(timeoutMs, blocking, 0, 0, tag);
-        auto r = toRef(t, true);
-        return issue(blocking, [&] { return p.recv(r, src, o); });
-      },
-      "tensor"_a, "src"_a, "tag"_a, "timeout_ms"_a, "blocking"_a);
-  g.def(
-      "batch_send_recv",
-      [](ProcessGroup& p, const std::vector<std::tuple<bool, Desc, int, int>>& list,
-         int64_t timeoutMs, bool blocking) {
-        std::vector<P2POp> ops;
-        ops.reserve(list.size());
-        for (const auto& [isSend, t, peer, tag] : list) {
-          ops.push_back(
-              P2POp{isSend ? P2POp::Kind::kSend : P2POp::Kind::kRecv, fromDesc(t), peer, tag});
-        }
-        auto o = options(timeoutMs, blocking);
-        return issue(blocking, [&] { return p.batchSendRecv(ops, o); });
-      },
-      "ops"_a, "timeout_ms"_a, "blocking"_a,
-      "ops: (is_send, tensor, peer group rank, tag) tuples, progressed together.");
+  defineOperations(g);
 }
 
 }  // namespace
@@ -499,6 +473,18 @@ void initProcessGroup(py::module_& m) {
         return reduceOpSupports(reduceOp(op), fromDesc(Desc{0, 0, dtype}).dtype);
       },
       py::arg("op"), py::arg("dtype"));
+  // The operation table: name -> what the operation takes beyond its tensors.
+  py::dict operations;
+  for (const OperationInfo& info : kOperations) {
+    py::dict entry;
+    entry["family"] = static_cast<int>(info.family);
+    entry["reduces"] = info.reduces;
+    entry["root"] = info.rooted() ? py::object(py::str(info.rootName())) : py::object(py::none());
+    entry["split_sizes"] = info.splitSizes;
+    entry["tagged"] = info.tagged;
+    operations[info.name] = entry;
+  }
+  m.attr("OPERATIONS") = operations;
   m.def("describe_buffer", &describeBuffer, py::arg("obj"), py::arg("writable"),
         "(address, numel, dtype code) of a contiguous buffer-protocol object.");
   bindGroup(m);

@@ -1,26 +1,9 @@
 #include "collectives/comm.h"
 
-#include "collectives/opcode.h"
 #include "common/check.h"
 #include "transport/tags.h"
 
 namespace meshcomm {
-
-const char* opcodeName(uint8_t opcode) {
-  switch (static_cast<Opcode>(opcode)) {
-    case Opcode::kAllReduce: return "all_reduce";
-    case Opcode::kBroadcast: return "broadcast";
-    case Opcode::kReduce: return "reduce";
-    case Opcode::kAllGather: return "all_gather";
-    case Opcode::kReduceScatter: return "reduce_scatter";
-    case Opcode::kGather: return "gather";
-    case Opcode::kScatter: return "scatter";
-    case Opcode::kAllToAll: return "all_to_all";
-    case Opcode::kBarrier: return "barrier";
-    case Opcode::kPointToPoint: return "send/recv";
-  }
-  return "unknown";
-}
 
 Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
            ScratchArena& scratch, Locality locality)

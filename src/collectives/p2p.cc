@@ -1,6 +1,6 @@
 #include "collectives/p2p.h"
 
-#include "collectives/opcode.h"
+#include "collectives/operations.h"
 #include "transport/tags.h"
 
 namespace meshcomm {

@@ -13,7 +13,7 @@
 
 #include <cstddef>
 
-#include "collectives/opcode.h"
+#include "collectives/operations.h"
 
 #include "transport/placement.h"
 

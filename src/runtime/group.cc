@@ -2,7 +2,6 @@
 
 #include <set>
 
-#include "collectives/opcode.h"
 #include "transport/failure.h"
 
 namespace meshcomm {

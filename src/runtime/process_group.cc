@@ -8,7 +8,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/opcode.h"
+#include "collectives/operations.h"
 #include "collectives/p2p.h"
 #include "meshcomm/error.h"
 #include "runtime/group.h"
@@ -27,18 +27,47 @@ uint64_t digest(const std::vector<int64_t>& values) {
   return h;
 }
 
-MessageSignature signature(Opcode opcode, DType dtype, uint64_t count, uint64_t detail = 0,
-                           ReduceOp op = ReduceOp::kSum) {
-  return MessageSignature{static_cast<uint8_t>(opcode), static_cast<uint8_t>(dtype),
-                          static_cast<uint8_t>(op), count, detail};
+std::vector<Block> blocksOf(const std::vector<TensorRef>& tensors) {
+  std::vector<Block> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back({static_cast<uint8_t*>(t.data), t.bytes()});
+  return out;
 }
 
-class Checker {
+std::vector<int64_t> equalCounts(int64_t each, int n) {
+  return std::vector<int64_t>(static_cast<size_t>(n), each);
+}
+
+std::vector<Block> blocksOf(TensorRef t, const std::vector<int64_t>& counts) {
+  std::vector<Block> out;
+  size_t es = dtypeSize(t.dtype);
+  auto* p = static_cast<uint8_t*>(t.data);
+  for (int64_t c : counts) {
+    out.push_back({p, static_cast<size_t>(c) * es});
+    p += static_cast<size_t>(c) * es;
+  }
+  return out;
+}
+
+// One operation being issued: the name its errors carry, the signature
+// its messages carry (both from the operation table), and the argument
+// checks, each throwing InvalidArgument naming the operation and group.
+class Call {
  public:
-  Checker(const char* op, const GroupImpl& g) : op_(op), g_(g) {}
+  Call(Operation op, const GroupImpl& g) : Call(operationName(op), g) { info_ = &operationInfo(op); }
+  // A call that is not an operation of the table (rank translation).
+  Call(const char* name, const GroupImpl& g) : name_(name), g_(g) {}
+
+  const char* name() const { return name_; }
+  // REQUIRES (here and in root()): made from an Operation.
+  MessageSignature signature(DType dtype, uint64_t count, uint64_t detail = 0,
+                             ReduceOp op = ReduceOp::kSum) const {
+    return MessageSignature{static_cast<uint8_t>(info_->family), static_cast<uint8_t>(dtype),
+                            static_cast<uint8_t>(op), count, detail};
+  }
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw InvalidArgument(std::string(op_) + " on group " + g_.name() + ": " + what);
+    throw InvalidArgument(std::string(name_) + " on group " + g_.name() + ": " + what);
   }
   void tensor(const TensorRef& t, const char* name) const {
     if (t.numel < 0) fail(std::string(name) + " has a negative element count");
@@ -55,6 +84,8 @@ class Checker {
       fail(std::string("op '") + reduceOpName(op) + "' is not defined for " + dtypeName(dtype));
     }
   }
+  // The operation's root, named as its callers name it (src or dst).
+  void root(int r) const { rank(r, info_->rootName()); }
   void rank(int r, const char* name) const {
     if (r < 0 || r >= g_.size()) {
       fail(std::string(name) + " " + std::to_string(r) + " is not a rank of this group (size " +
@@ -82,6 +113,47 @@ class Checker {
              std::to_string(like.numel) + " elements, one has " + std::to_string(t.numel));
       }
     }
+  }
+  // `whole`, the other buffer of a collective whose `block` is one rank's
+  // share, must hold the group's size of such blocks, of the same dtype.
+  // Returns those blocks.
+  std::vector<Block> equalBlocks(const TensorRef& whole, const char* wholeName, const TensorRef& block,
+                                 const char* blockName) const {
+    tensor(whole, wholeName);
+    sameDtype(whole, block, (std::string(wholeName) + " and " + blockName).c_str());
+    if (whole.numel != block.numel * g_.size()) {
+      fail(std::string("the ") + wholeName + " must hold size x " + blockName + " = " +
+           std::to_string(block.numel * g_.size()) + " elements, it has " + std::to_string(whole.numel));
+    }
+    return blocksOf(whole, equalCounts(block.numel, g_.size()));
+  }
+  // `part` is this rank's share of `whole` as `splits` divide it among
+  // the ranks (the uneven all_gather and reduce_scatter): both valid, one
+  // dtype, the split sizes adding up to `whole` with this rank's equal to
+  // `part`, and `part` apart from `whole` or exactly its share of it.
+  void unevenShare(const TensorRef& part, const char* partName, const TensorRef& whole,
+                   const char* wholeName, const std::vector<int64_t>& splits,
+                   const char* splitsName) const {
+    tensor(part, partName);
+    tensor(whole, wholeName);
+    sameDtype(whole, part, (std::string(wholeName) + " and " + partName).c_str());
+    counts(splits, whole.numel, splitsName);
+    const auto me = static_cast<size_t>(g_.rank());
+    if (splits[me] != part.numel) {
+      fail("this rank's split size is " + std::to_string(splits[me]) + " but its " + partName +
+           " has " + std::to_string(part.numel) + " elements");
+    }
+    const int64_t own = std::accumulate(splits.begin(), splits.begin() + g_.rank(), int64_t{0});
+    apartOrOwnBlock(part, whole, own, (std::string("the ") + partName).c_str(), wholeName);
+  }
+  // The blocks of gather's or scatter's per-rank list, named `listName`
+  // with elements `element`, that only the root uses: there, one tensor
+  // per rank, each matching `like` (named `other`); elsewhere none.
+  std::vector<Block> rootList(const std::vector<TensorRef>& list, const TensorRef& like, int root,
+                              const char* listName, const char* element, const char* other) const {
+    if (g_.rank() != root) return {};
+    matchingList(list, like, listName, element, other);
+    return blocksOf(list);
   }
   // `part`, one rank's block of a collective whose other buffer is
   // `whole`, must lie apart from `whole` or be exactly this rank's block of
@@ -121,31 +193,10 @@ class Checker {
   }
 
  private:
-  const char* op_;
+  const char* name_;
+  const OperationInfo* info_ = nullptr;
   const GroupImpl& g_;
 };
-
-std::vector<Block> blocksOf(const std::vector<TensorRef>& tensors) {
-  std::vector<Block> out;
-  out.reserve(tensors.size());
-  for (const auto& t : tensors) out.push_back({static_cast<uint8_t*>(t.data), t.bytes()});
-  return out;
-}
-
-std::vector<Block> blocksOf(TensorRef t, const std::vector<int64_t>& counts) {
-  std::vector<Block> out;
-  size_t es = dtypeSize(t.dtype);
-  auto* p = static_cast<uint8_t*>(t.data);
-  for (int64_t c : counts) {
-    out.push_back({p, static_cast<size_t>(c) * es});
-    p += static_cast<size_t>(c) * es;
-  }
-  return out;
-}
-
-std::vector<int64_t> equalCounts(int64_t each, int n) {
-  return std::vector<int64_t>(static_cast<size_t>(n), each);
-}
 
 }  // namespace
 
@@ -159,7 +210,7 @@ const std::vector<int>& ProcessGroup::worldRanks() const { return impl_->worldRa
 std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout(); }
 
 int ProcessGroup::toWorldRank(int groupRank) const {
-  Checker("get_global_rank", *impl_).rank(groupRank, "group rank");
+  Call("get_global_rank", *impl_).rank(groupRank, "group rank");
   return impl_->worldRanks()[static_cast<size_t>(groupRank)];
 }
 
@@ -172,35 +223,35 @@ int ProcessGroup::toGroupRank(int worldRank) const {
 }
 
 WorkPtr ProcessGroup::allReduce(TensorRef data, const OpOptions& o) {
-  Checker check("all_reduce", *impl_);
-  check.tensor(data, "tensor");
-  check.reduceOp(o.op, data.dtype);
+  Call call(Operation::kAllReduce, *impl_);
+  call.tensor(data, "tensor");
+  call.reduceOp(o.op, data.dtype);
   checkForcedAlgorithm(Opcode::kAllReduce, size(), impl_->route());
   return impl_->runCollective(
-      "all_reduce", signature(Opcode::kAllReduce, data.dtype, data.numel, 0, o.op), o,
+      call.name(), call.signature(data.dtype, data.numel, 0, o.op), o,
       [data, o](Comm& c) {
         collectives::allReduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op);
       });
 }
 
 WorkPtr ProcessGroup::broadcast(TensorRef data, const OpOptions& o) {
-  Checker check("broadcast", *impl_);
-  check.tensor(data, "tensor");
-  check.rank(o.root, "src");
+  Call call(Operation::kBroadcast, *impl_);
+  call.tensor(data, "tensor");
+  call.root(o.root);
   checkForcedAlgorithm(Opcode::kBroadcast, size(), impl_->route());
   return impl_->runCollective(
-      "broadcast", signature(Opcode::kBroadcast, data.dtype, data.numel, o.root), o,
+      call.name(), call.signature(data.dtype, data.numel, o.root), o,
       [data, o](Comm& c) { collectives::broadcast(c, data.data, data.bytes(), o.root); });
 }
 
 WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
-  Checker check("reduce", *impl_);
-  check.tensor(data, "tensor");
-  check.rank(o.root, "dst");
-  check.reduceOp(o.op, data.dtype);
+  Call call(Operation::kReduce, *impl_);
+  call.tensor(data, "tensor");
+  call.root(o.root);
+  call.reduceOp(o.op, data.dtype);
   checkForcedAlgorithm(Opcode::kReduce, size(), impl_->route());
   return impl_->runCollective(
-      "reduce", signature(Opcode::kReduce, data.dtype, data.numel, o.root, o.op), o,
+      call.name(), call.signature(data.dtype, data.numel, o.root, o.op), o,
       [data, o](Comm& c) {
         collectives::reduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op, o.root);
       });
@@ -208,63 +259,48 @@ WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
 
 WorkPtr ProcessGroup::allGather(const std::vector<TensorRef>& outputs, TensorRef input,
                                 const OpOptions& o) {
-  Checker check("all_gather", *impl_);
-  check.tensor(input, "input");
-  check.matchingList(outputs, input, "the output list", "output", "input");
+  Call call(Operation::kAllGather, *impl_);
+  call.tensor(input, "input");
+  call.matchingList(outputs, input, "the output list", "output", "input");
   auto blocks = blocksOf(outputs);
-  return impl_->runCollective("all_gather", signature(Opcode::kAllGather, input.dtype, input.numel),
-                              o, [input, blocks](Comm& c) {
-                                collectives::allGather(c, input.data, input.bytes(), blocks);
-                              });
-}
-
-WorkPtr ProcessGroup::allGatherInto(TensorRef output, TensorRef input, const OpOptions& o) {
-  Checker check("all_gather_into_tensor", *impl_);
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.sameDtype(output, input, "output and input");
-  if (output.numel != input.numel * size()) {
-    check.fail("the output must hold size x input = " + std::to_string(input.numel * size()) +
-               " elements, it has " + std::to_string(output.numel));
-  }
-  check.apartOrOwnBlock(input, output, input.numel * rank(), "the input", "output");
-  auto blocks = blocksOf(output, equalCounts(input.numel, size()));
-  return impl_->runCollective("all_gather_into_tensor",
-                              signature(Opcode::kAllGather, input.dtype, input.numel), o,
+  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel), o,
                               [input, blocks](Comm& c) {
                                 collectives::allGather(c, input.data, input.bytes(), blocks);
                               });
 }
 
-WorkPtr ProcessGroup::allGatherUneven(TensorRef output, TensorRef input,
-                                      const std::vector<int64_t>& counts, const OpOptions& o) {
-  Checker check("all_gather_into_tensor_uneven", *impl_);
-  check.tensor(input, "input");
-  check.tensor(output, "output");
-  check.sameDtype(output, input, "output and input");
-  check.counts(counts, output.numel, "output_split_sizes");
-  if (counts[static_cast<size_t>(rank())] != input.numel) {
-    check.fail("this rank's split size is " + std::to_string(counts[static_cast<size_t>(rank())]) +
-               " but its input has " + std::to_string(input.numel) + " elements");
-  }
-  check.apartOrOwnBlock(input, output, std::accumulate(counts.begin(), counts.begin() + rank(), int64_t{0}),
-                        "the input", "output");
+WorkPtr ProcessGroup::allGatherIntoTensor(TensorRef output, TensorRef input, const OpOptions& o) {
+  Call call(Operation::kAllGatherIntoTensor, *impl_);
+  call.tensor(input, "input");
+  auto blocks = call.equalBlocks(output, "output", input, "input");
+  call.apartOrOwnBlock(input, output, input.numel * rank(), "the input", "output");
+  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel), o,
+                              [input, blocks](Comm& c) {
+                                collectives::allGather(c, input.data, input.bytes(), blocks);
+                              });
+}
+
+WorkPtr ProcessGroup::allGatherIntoTensorUneven(TensorRef output, TensorRef input,
+                                                const std::vector<int64_t>& counts,
+                                                const OpOptions& o) {
+  Call call(Operation::kAllGatherIntoTensorUneven, *impl_);
+  call.unevenShare(input, "input", output, "output", counts, "output_split_sizes");
   auto blocks = blocksOf(output, counts);
   return impl_->runCollective(
-      "all_gather_into_tensor_uneven",
-      signature(Opcode::kAllGather, input.dtype, static_cast<uint64_t>(output.numel), digest(counts)),
+      call.name(),
+      call.signature(input.dtype, static_cast<uint64_t>(output.numel), digest(counts)),
       o, [input, blocks](Comm& c) { collectives::allGather(c, input.data, input.bytes(), blocks); });
 }
 
 WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRef>& inputs,
                                     const OpOptions& o) {
-  Checker check("reduce_scatter", *impl_);
-  check.tensor(output, "output");
-  check.reduceOp(o.op, output.dtype);
-  check.matchingList(inputs, output, "the input list", "input", "output");
+  Call call(Operation::kReduceScatter, *impl_);
+  call.tensor(output, "output");
+  call.reduceOp(o.op, output.dtype);
+  call.matchingList(inputs, output, "the input list", "input", "output");
   // The ring reads one contiguous input; gather the list into one.
   return impl_->runCollective(
-      "reduce_scatter", signature(Opcode::kReduceScatter, output.dtype, output.numel, 0, o.op), o,
+      call.name(), call.signature(output.dtype, output.numel, 0, o.op), o,
       [output, inputs, o](Comm& c) {
         uint8_t* packed = c.scratch(Scratch::kPacked, output.bytes() * inputs.size());
         for (size_t i = 0; i < inputs.size(); ++i) {
@@ -278,44 +314,29 @@ WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRe
 }
 
 WorkPtr ProcessGroup::reduceScatterTensor(TensorRef output, TensorRef input, const OpOptions& o) {
-  Checker check("reduce_scatter_tensor", *impl_);
-  check.tensor(output, "output");
-  check.tensor(input, "input");
-  check.sameDtype(input, output, "input and output");
-  check.reduceOp(o.op, output.dtype);
-  if (input.numel != output.numel * size()) {
-    check.fail("the input must hold size x output = " + std::to_string(output.numel * size()) +
-               " elements, it has " + std::to_string(input.numel));
-  }
-  check.apartOrOwnBlock(output, input, output.numel * rank(), "the output", "input");
+  Call call(Operation::kReduceScatterTensor, *impl_);
+  call.tensor(output, "output");
+  call.equalBlocks(input, "input", output, "output");
+  call.reduceOp(o.op, output.dtype);
+  call.apartOrOwnBlock(output, input, output.numel * rank(), "the output", "input");
   std::vector<size_t> counts(static_cast<size_t>(size()), static_cast<size_t>(output.numel));
   return impl_->runCollective(
-      "reduce_scatter_tensor",
-      signature(Opcode::kReduceScatter, output.dtype, output.numel, 0, o.op), o,
+      call.name(), call.signature(output.dtype, output.numel, 0, o.op), o,
       [output, input, counts, o](Comm& c) {
         collectives::reduceScatter(c, input.data, counts, output.data, output.dtype, o.op);
       });
 }
 
-WorkPtr ProcessGroup::reduceScatterUneven(TensorRef output, TensorRef input,
-                                          const std::vector<int64_t>& counts, const OpOptions& o) {
-  Checker check("reduce_scatter_tensor_uneven", *impl_);
-  check.tensor(output, "output");
-  check.tensor(input, "input");
-  check.sameDtype(input, output, "input and output");
-  check.reduceOp(o.op, output.dtype);
-  check.counts(counts, input.numel, "input_split_sizes");
-  if (counts[static_cast<size_t>(rank())] != output.numel) {
-    check.fail("this rank's split size is " + std::to_string(counts[static_cast<size_t>(rank())]) +
-               " but its output has " + std::to_string(output.numel) + " elements");
-  }
-  check.apartOrOwnBlock(output, input, std::accumulate(counts.begin(), counts.begin() + rank(), int64_t{0}),
-                        "the output", "input");
+WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef input,
+                                                const std::vector<int64_t>& counts,
+                                                const OpOptions& o) {
+  Call call(Operation::kReduceScatterTensorUneven, *impl_);
+  call.unevenShare(output, "output", input, "input", counts, "input_split_sizes");
+  call.reduceOp(o.op, output.dtype);
   std::vector<size_t> sizes(counts.begin(), counts.end());
   return impl_->runCollective(
-      "reduce_scatter_tensor_uneven",
-      signature(Opcode::kReduceScatter, output.dtype, static_cast<uint64_t>(input.numel),
-                digest(counts), o.op),
+      call.name(),
+      call.signature(output.dtype, static_cast<uint64_t>(input.numel), digest(counts), o.op),
       o, [output, input, sizes, o](Comm& c) {
         collectives::reduceScatter(c, input.data, sizes, output.data, output.dtype, o.op);
       });
@@ -323,71 +344,47 @@ WorkPtr ProcessGroup::reduceScatterUneven(TensorRef output, TensorRef input,
 
 WorkPtr ProcessGroup::gather(const std::vector<TensorRef>& outputs, TensorRef input,
                              const OpOptions& o) {
-  Checker check("gather", *impl_);
-  check.tensor(input, "input");
-  check.rank(o.root, "dst");
-  std::vector<Block> blocks;
-  if (rank() == o.root) {
-    check.matchingList(outputs, input, "the gather list", "output", "input");
-    blocks = blocksOf(outputs);
-  }
+  Call call(Operation::kGather, *impl_);
+  call.tensor(input, "input");
+  call.root(o.root);
+  auto blocks = call.rootList(outputs, input, o.root, "the gather list", "output", "input");
   return impl_->runCollective(
-      "gather", signature(Opcode::kGather, input.dtype, input.numel, o.root), o,
+      call.name(), call.signature(input.dtype, input.numel, o.root), o,
       [input, blocks, o](Comm& c) { collectives::gather(c, input.data, input.bytes(), blocks, o.root); });
 }
 
-WorkPtr ProcessGroup::gatherInto(TensorRef output, TensorRef input, const OpOptions& o) {
-  Checker check("gather_into_tensor", *impl_);
-  check.tensor(input, "input");
-  check.rank(o.root, "dst");
+WorkPtr ProcessGroup::gatherIntoTensor(TensorRef output, TensorRef input, const OpOptions& o) {
+  Call call(Operation::kGatherIntoTensor, *impl_);
+  call.tensor(input, "input");
+  call.root(o.root);
   std::vector<Block> blocks;
-  if (rank() == o.root) {
-    check.tensor(output, "output");
-    check.sameDtype(output, input, "output and input");
-    if (output.numel != input.numel * size()) {
-      check.fail("the output must hold size x input = " + std::to_string(input.numel * size()) +
-                 " elements, it has " + std::to_string(output.numel));
-    }
-    blocks = blocksOf(output, equalCounts(input.numel, size()));
-  }
+  if (rank() == o.root) blocks = call.equalBlocks(output, "output", input, "input");
   return impl_->runCollective(
-      "gather_into_tensor", signature(Opcode::kGather, input.dtype, input.numel, o.root), o,
+      call.name(), call.signature(input.dtype, input.numel, o.root), o,
       [input, blocks, o](Comm& c) { collectives::gather(c, input.data, input.bytes(), blocks, o.root); });
 }
 
 WorkPtr ProcessGroup::scatter(TensorRef output, const std::vector<TensorRef>& inputs,
                               const OpOptions& o) {
-  Checker check("scatter", *impl_);
-  check.tensor(output, "output");
-  check.rank(o.root, "src");
-  std::vector<Block> blocks;
-  if (rank() == o.root) {
-    check.matchingList(inputs, output, "the scatter list", "input", "output");
-    blocks = blocksOf(inputs);
-  }
+  Call call(Operation::kScatter, *impl_);
+  call.tensor(output, "output");
+  call.root(o.root);
+  auto blocks = call.rootList(inputs, output, o.root, "the scatter list", "input", "output");
   return impl_->runCollective(
-      "scatter", signature(Opcode::kScatter, output.dtype, output.numel, o.root), o,
+      call.name(), call.signature(output.dtype, output.numel, o.root), o,
       [output, blocks, o](Comm& c) {
         collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
       });
 }
 
 WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpOptions& o) {
-  Checker check("scatter_tensor", *impl_);
-  check.tensor(output, "output");
-  check.rank(o.root, "src");
+  Call call(Operation::kScatterTensor, *impl_);
+  call.tensor(output, "output");
+  call.root(o.root);
   std::vector<Block> blocks;
-  if (rank() == o.root) {
-    check.tensor(input, "input");
-    check.sameDtype(input, output, "input and output");
-    if (input.numel != output.numel * size()) {
-      check.fail("the input must hold size x output = " + std::to_string(output.numel * size()) +
-                 " elements, it has " + std::to_string(input.numel));
-    }
-    blocks = blocksOf(input, equalCounts(output.numel, size()));
-  }
+  if (rank() == o.root) blocks = call.equalBlocks(input, "input", output, "output");
   return impl_->runCollective(
-      "scatter_tensor", signature(Opcode::kScatter, output.dtype, output.numel, o.root), o,
+      call.name(), call.signature(output.dtype, output.numel, o.root), o,
       [output, blocks, o](Comm& c) {
         collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
       });
@@ -395,76 +392,77 @@ WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpO
 
 WorkPtr ProcessGroup::allToAll(const std::vector<TensorRef>& outputs,
                                const std::vector<TensorRef>& inputs, const OpOptions& o) {
-  Checker check("all_to_all", *impl_);
-  check.listSize(outputs.size(), "the output list");
-  check.listSize(inputs.size(), "the input list");
+  Call call(Operation::kAllToAll, *impl_);
+  call.listSize(outputs.size(), "the output list");
+  call.listSize(inputs.size(), "the input list");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    check.tensor(inputs[i], "input");
-    check.tensor(outputs[i], "output");
-    check.sameDtype(inputs[i], inputs[0], "input");
-    check.sameDtype(outputs[i], inputs[0], "output and input");
+    call.tensor(inputs[i], "input");
+    call.tensor(outputs[i], "output");
+    call.sameDtype(inputs[i], inputs[0], "input");
+    call.sameDtype(outputs[i], inputs[0], "output and input");
   }
   DType dtype = inputs.empty() ? DType::kUInt8 : inputs[0].dtype;
   auto sends = blocksOf(inputs);
   auto recvs = blocksOf(outputs);
-  check.apart(recvs, sends);
-  return impl_->runCollective("all_to_all", signature(Opcode::kAllToAll, dtype, 0), o,
+  call.apart(recvs, sends);
+  return impl_->runCollective(call.name(), call.signature(dtype, 0), o,
                               [sends, recvs](Comm& c) { collectives::allToAll(c, sends, recvs); });
 }
 
 WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
                                      const std::vector<int64_t>& recvCounts,
                                      const std::vector<int64_t>& sendCounts, const OpOptions& o) {
-  Checker check("all_to_all_single", *impl_);
-  check.tensor(output, "output");
-  check.tensor(input, "input");
-  check.sameDtype(output, input, "output and input");
+  Call call(Operation::kAllToAllSingle, *impl_);
+  call.tensor(output, "output");
+  call.tensor(input, "input");
+  call.sameDtype(output, input, "output and input");
   auto split = [&](const std::vector<int64_t>& given, TensorRef t, const char* name) {
     if (!given.empty()) {
-      check.counts(given, t.numel, name);
+      call.counts(given, t.numel, name);
       return given;
     }
     if (t.numel % size() != 0) {
-      check.fail(std::string("without ") + name + ", the " + std::to_string(t.numel) +
-                 " elements must divide evenly among " + std::to_string(size()) + " ranks");
+      call.fail(std::string("without ") + name + ", the " + std::to_string(t.numel) +
+                " elements must divide evenly among " + std::to_string(size()) + " ranks");
     }
     return equalCounts(t.numel / size(), size());
   };
   auto sends = blocksOf(input, split(sendCounts, input, "input_split_sizes"));
   auto recvs = blocksOf(output, split(recvCounts, output, "output_split_sizes"));
-  check.apart({Block{static_cast<uint8_t*>(output.data), output.bytes()}},
-              {Block{static_cast<uint8_t*>(input.data), input.bytes()}});
-  return impl_->runCollective("all_to_all_single", signature(Opcode::kAllToAll, input.dtype, 0), o,
+  call.apart({Block{static_cast<uint8_t*>(output.data), output.bytes()}},
+             {Block{static_cast<uint8_t*>(input.data), input.bytes()}});
+  return impl_->runCollective(call.name(), call.signature(input.dtype, 0), o,
                               [sends, recvs](Comm& c) { collectives::allToAll(c, sends, recvs); });
 }
 
 WorkPtr ProcessGroup::barrier(const OpOptions& o) {
-  return impl_->runCollective("barrier", signature(Opcode::kBarrier, DType::kUInt8, 0), o,
+  Call call(Operation::kBarrier, *impl_);
+  return impl_->runCollective(call.name(), call.signature(DType::kUInt8, 0), o,
                               [](Comm& c) { collectives::barrier(c); });
 }
 
 WorkPtr ProcessGroup::send(TensorRef data, int dst, const OpOptions& o) {
-  return batchSendRecv({P2POp{P2POp::Kind::kSend, data, dst, o.tag}}, o);
+  return batchIsendIrecv({P2POp{P2POp::Kind::kSend, data, dst, o.tag}}, o);
 }
 
 WorkPtr ProcessGroup::recv(TensorRef data, int src, const OpOptions& o) {
-  return batchSendRecv({P2POp{P2POp::Kind::kRecv, data, src, o.tag}}, o);
+  return batchIsendIrecv({P2POp{P2POp::Kind::kRecv, data, src, o.tag}}, o);
 }
 
-WorkPtr ProcessGroup::batchSendRecv(const std::vector<P2POp>& ops, const OpOptions& o) {
-  Checker check(ops.size() == 1 ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
-                                : "batch_isend_irecv",
-                *impl_);
-  if (ops.empty()) check.fail("the operation list is empty");
-  for (const auto& op : ops) {
-    check.tensor(op.tensor, "tensor");
-    check.rank(op.peer, op.kind == P2POp::Kind::kSend ? "dst" : "src");
-    if (op.peer == rank()) check.fail("a rank cannot send to or receive from itself");
-    if (op.tag < 0) check.fail("tags must be non-negative, got " + std::to_string(op.tag));
+WorkPtr ProcessGroup::batchIsendIrecv(const std::vector<P2POp>& ops, const OpOptions& o) {
+  // A batch of one is named after what it does, as send and recv are.
+  const Operation op = ops.size() != 1                   ? Operation::kBatchIsendIrecv
+                       : ops[0].kind == P2POp::Kind::kSend ? Operation::kSend
+                                                           : Operation::kRecv;
+  Call call(op, *impl_);
+  if (ops.empty()) call.fail("the operation list is empty");
+  for (const auto& p : ops) {
+    call.tensor(p.tensor, "tensor");
+    call.rank(p.peer, p.kind == P2POp::Kind::kSend ? "dst" : "src");
+    if (p.peer == rank()) call.fail("a rank cannot send to or receive from itself");
+    if (p.tag < 0) call.fail("tags must be non-negative, got " + std::to_string(p.tag));
   }
-  const char* name = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
-                                     : "batch_isend_irecv";
-  return impl_->runPointToPoint(name, o, [ops](Transport& t, const OpContext&) {
+  return impl_->runPointToPoint(call.name(), o, [ops](Transport& t, const OpContext&) {
     return postPointToPoint(t, ops);
   });
 }

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "collectives/opcode.h"
+#include "collectives/operations.h"
 #include "common/crypto.h"
 #include "common/env.h"
 #include "common/logging.h"
@@ -79,26 +79,6 @@ std::string advertiseHostFor(const std::string& storeHost) {
     freeaddrinfo(list);
   }
   return found;
-}
-
-std::string describeSignature(const MessageSignature& sig, uint64_t bytes) {
-  std::ostringstream os;
-  os << opcodeName(sig.opcode);
-  if (sig.dtype < kNumDTypes) os << " " << dtypeName(static_cast<DType>(sig.dtype));
-  auto op = static_cast<Opcode>(sig.opcode);
-  if ((op == Opcode::kAllReduce || op == Opcode::kReduce || op == Opcode::kReduceScatter) &&
-      sig.reduceOp < kNumReduceOps) {
-    os << " " << reduceOpName(static_cast<ReduceOp>(sig.reduceOp));
-  }
-  os << ", " << sig.opCount << " elements";
-  if (op == Opcode::kBroadcast || op == Opcode::kReduce || op == Opcode::kGather ||
-      op == Opcode::kScatter) {
-    os << ", root " << sig.detail;
-  } else if (sig.detail != 0) {
-    os << ", split sizes #" << std::hex << sig.detail << std::dec;
-  }
-  if (bytes != kNoMessageBytes) os << ", message of " << bytes << " bytes";
-  return os.str();
 }
 
 struct ParsedUrl {

@@ -32,7 +32,7 @@ namespace meshcomm {
 // about an operation (a different collective, dtype, op or element count)
 // fail with a Mismatch naming both sides instead of misreading bytes.
 struct MessageSignature {
-  uint8_t opcode = 0;    // collectives/opcode.h
+  uint8_t opcode = 0;    // Opcode, collectives/operations.h
   uint8_t dtype = 0;
   uint8_t reduceOp = 0;
   uint64_t opCount = 0;  // elements of the operation

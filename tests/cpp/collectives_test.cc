@@ -45,13 +45,13 @@ enum class Family {
   kBroadcast,
   kReduce,
   kAllGather,
-  kAllGatherInto,
-  kAllGatherUneven,
+  kAllGatherIntoTensor,
+  kAllGatherIntoTensorUneven,
   kReduceScatter,
   kReduceScatterTensor,
-  kReduceScatterUneven,
+  kReduceScatterTensorUneven,
   kGather,
-  kGatherInto,
+  kGatherIntoTensor,
   kScatter,
   kScatterTensor,
   kAllToAll,
@@ -60,11 +60,14 @@ enum class Family {
 };
 
 constexpr Family kAllFamilies[] = {
-    Family::kAllReduce,       Family::kBroadcast,           Family::kReduce,
-    Family::kAllGather,       Family::kAllGatherInto,       Family::kAllGatherUneven,
-    Family::kReduceScatter,   Family::kReduceScatterTensor, Family::kReduceScatterUneven,
-    Family::kGather,          Family::kGatherInto,          Family::kScatter,
-    Family::kScatterTensor,   Family::kAllToAll,            Family::kAllToAllSingle,
+    Family::kAllReduce,           Family::kBroadcast,
+    Family::kReduce,              Family::kAllGather,
+    Family::kAllGatherIntoTensor, Family::kAllGatherIntoTensorUneven,
+    Family::kReduceScatter,       Family::kReduceScatterTensor,
+    Family::kReduceScatterTensorUneven,
+    Family::kGather,              Family::kGatherIntoTensor,
+    Family::kScatter,             Family::kScatterTensor,
+    Family::kAllToAll,            Family::kAllToAllSingle,
     Family::kAllToAllSingleCounts};
 
 const char* familyName(Family f) {
@@ -73,13 +76,13 @@ const char* familyName(Family f) {
     case Family::kBroadcast: return "broadcast";
     case Family::kReduce: return "reduce";
     case Family::kAllGather: return "allGather";
-    case Family::kAllGatherInto: return "allGatherInto";
-    case Family::kAllGatherUneven: return "allGatherUneven";
+    case Family::kAllGatherIntoTensor: return "allGatherIntoTensor";
+    case Family::kAllGatherIntoTensorUneven: return "allGatherIntoTensorUneven";
     case Family::kReduceScatter: return "reduceScatter";
     case Family::kReduceScatterTensor: return "reduceScatterTensor";
-    case Family::kReduceScatterUneven: return "reduceScatterUneven";
+    case Family::kReduceScatterTensorUneven: return "reduceScatterTensorUneven";
     case Family::kGather: return "gather";
-    case Family::kGatherInto: return "gatherInto";
+    case Family::kGatherIntoTensor: return "gatherIntoTensor";
     case Family::kScatter: return "scatter";
     case Family::kScatterTensor: return "scatterTensor";
     case Family::kAllToAll: return "allToAll";
@@ -91,7 +94,7 @@ const char* familyName(Family f) {
 
 bool takesOp(Family f) {
   return f == Family::kAllReduce || f == Family::kReduce || f == Family::kReduceScatter ||
-         f == Family::kReduceScatterTensor || f == Family::kReduceScatterUneven;
+         f == Family::kReduceScatterTensor || f == Family::kReduceScatterTensorUneven;
 }
 
 // 1 MiB of elements plus three (an odd count for every element size).
@@ -274,20 +277,20 @@ class MatrixRunner {
         }
         break;
       }
-      case Family::kAllGatherInto: {
+      case Family::kAllGatherIntoTensor: {
         Buffer in = input(d, dom, rank_, 0, m);
         Buffer out(d, m * p_);
-        finish(pg_.allGatherInto(out.ref(), in.ref(), options()));
+        finish(pg_.allGatherIntoTensor(out.ref(), in.ref(), options()));
         for (int r = 0; r < p_; ++r) expectInput("block r", out, static_cast<size_t>(r * m), dom, r, 0, m);
         expectGuard(out);
         break;
       }
-      case Family::kAllGatherUneven: {
+      case Family::kAllGatherIntoTensorUneven: {
         auto counts = unevenCounts(m, p_);
         auto offs = prefix(counts);
         Buffer in = input(d, dom, rank_, 0, counts[static_cast<size_t>(rank_)]);
         Buffer out(d, offs.back());
-        finish(pg_.allGatherUneven(out.ref(), in.ref(), counts, options()));
+        finish(pg_.allGatherIntoTensorUneven(out.ref(), in.ref(), counts, options()));
         for (int r = 0; r < p_; ++r) {
           expectInput("block r", out, static_cast<size_t>(offs[static_cast<size_t>(r)]), dom, r, 0,
                       counts[static_cast<size_t>(r)]);
@@ -318,12 +321,12 @@ class MatrixRunner {
         expectInput("input (must be untouched)", in, 0, dom, rank_, 0, m * p_);
         break;
       }
-      case Family::kReduceScatterUneven: {
+      case Family::kReduceScatterTensorUneven: {
         auto counts = unevenCounts(m, p_);
         auto offs = prefix(counts);
         Buffer in = input(d, dom, rank_, 0, offs.back());
         Buffer out(d, counts[static_cast<size_t>(rank_)]);
-        finish(pg_.reduceScatterUneven(out.ref(), in.ref(), counts, options(op)));
+        finish(pg_.reduceScatterTensorUneven(out.ref(), in.ref(), counts, options(op)));
         expectReduced("result", out, 0, op, offs[static_cast<size_t>(rank_)], counts[static_cast<size_t>(rank_)]);
         expectGuard(out);
         break;
@@ -345,10 +348,10 @@ class MatrixRunner {
         }
         break;
       }
-      case Family::kGatherInto: {
+      case Family::kGatherIntoTensor: {
         Buffer in = input(d, dom, rank_, 0, m);
         Buffer out = rank_ == root ? Buffer(d, m * p_) : Buffer();
-        finish(pg_.gatherInto(rank_ == root ? out.ref() : TensorRef{}, in.ref(), options(op, root)));
+        finish(pg_.gatherIntoTensor(rank_ == root ? out.ref() : TensorRef{}, in.ref(), options(op, root)));
         if (rank_ == root) {
           for (int r = 0; r < p_; ++r) expectInput("block r", out, static_cast<size_t>(r * m), dom, r, 0, m);
           expectGuard(out);
@@ -633,7 +636,7 @@ INSTANTIATE_TEST_SUITE_P(Coll, CollShm, ::testing::Values(2, 3, 4, 5, 8),
 // ---- in place ------------------------------------------------------------------------
 
 // reduceScatterTensor whose output is this rank's own block of the input,
-// and allGatherInto whose input is its own block of the output (the
+// and allGatherIntoTensor whose input is its own block of the output (the
 // in-place forms NCCL users rely on), on every rank including those whose
 // block is not the first: small, and large enough for many rounds.
 TEST(CollInPlace, ReduceScatterAndAllGatherOnOwnBlock) {
@@ -661,7 +664,7 @@ TEST(CollInPlace, ReduceScatterAndAllGatherOnOwnBlock) {
           // all_gather_into_tensor whose input is this rank's block of the output.
           for (size_t i = 0; i < data.size(); ++i) data[i] = -1.0f;
           for (int64_t i = 0; i < block; ++i) own[i] = static_cast<float>(e.rank * 1000 + i % 1000);
-          CHILD_CHECK(pg.allGatherInto(TensorRef{data.data(), block * e.size, DType::kFloat32},
+          CHILD_CHECK(pg.allGatherIntoTensor(TensorRef{data.data(), block * e.size, DType::kFloat32},
                                        TensorRef{own, block, DType::kFloat32})
                           ->wait(30s));
           for (int r = 0; r < e.size; ++r) {
@@ -736,7 +739,7 @@ class CollAlgoRingChain : public ::testing::TestWithParam<int> {};
 TEST_P(CollAlgoRingChain, ForcedWithSmallChunks) {
   MatrixSpec spec{"ring/chain/reduce_scatter_gather chunk=4096",
                   {Family::kAllReduce, Family::kBroadcast, Family::kReduce, Family::kReduceScatterTensor,
-                   Family::kReduceScatterUneven},
+                   Family::kReduceScatterTensorUneven},
                   true};
   runMatrixJob(GetParam(), spec,
                {{"MESHCOMM_ALGO_ALLREDUCE", "ring"},
@@ -790,7 +793,7 @@ TEST(CollAlgoEnv, AlgorithmOfAnotherCollectiveIsRefused) {
     // Nothing was queued, so the group still works.
     std::vector<float> gathered(16, 0.0f);
     TensorRef all{gathered.data(), 16, DType::kFloat32};
-    e.pg().allGatherInto(all, t)->wait();
+    e.pg().allGatherIntoTensor(all, t)->wait();
     CHILD_CHECK(gathered[15] == 1.0f);
     return test::kExitOk;
   });
@@ -843,7 +846,7 @@ TEST(CollAsync, SixteenAllReducesInFlightWaitedOutOfOrder) {
             b.root = 1;
             bcWork = pg.broadcast(bc.ref(), b);
           }
-          if (k == 9) agWork = pg.allGatherInto(agOut.ref(), agIn.ref());
+          if (k == 9) agWork = pg.allGatherIntoTensor(agOut.ref(), agIn.ref());
         }
         // Wait in a scrambled order: last first, then odd, then even.
         std::vector<size_t> order;
@@ -1011,7 +1014,7 @@ std::vector<MismatchCase> mismatchCases() {
          if (!odd) return pg.allReduce(tensor(s, DType::kInt64, 8));
          s.assign(8 * 8 * static_cast<size_t>(pg.size()), 0);
          static std::vector<int64_t> in(8, 1);
-         return pg.allGatherInto(TensorRef{s.data(), 8 * pg.size(), DType::kInt64},
+         return pg.allGatherIntoTensor(TensorRef{s.data(), 8 * pg.size(), DType::kInt64},
                                  TensorRef{in.data(), 8, DType::kInt64});
        }},
   };

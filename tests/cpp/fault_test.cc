@@ -78,7 +78,7 @@ void ringExchange(ProcessGroup& pg, int rank, int size, std::vector<float>& out,
   TensorRef recv{in.data(), static_cast<int64_t>(in.size()), DType::kFloat32};
   std::vector<P2POp> ops = {{P2POp::Kind::kSend, send, (rank + 1) % size, 0},
                             {P2POp::Kind::kRecv, recv, (rank + size - 1) % size, 0}};
-  pg.batchSendRecv(ops)->wait();
+  pg.batchIsendIrecv(ops)->wait();
 }
 
 // The body every rank runs; the parent kills `victim` once every rank has

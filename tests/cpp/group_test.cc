@@ -64,7 +64,7 @@ void checkBroadcast(ProcessGroup& g, int root, int64_t n, uint64_t salt) {
 void checkAllGather(ProcessGroup& g, int64_t m, uint64_t salt) {
   Buffer in(DType::kInt16, m), out(DType::kInt16, m * g.size());
   test::fillInput(DType::kInt16, Domain::kRaw, salt, g.rank(), 0, static_cast<size_t>(m), in.data());
-  g.allGatherInto(out.ref(), in.ref())->wait();
+  g.allGatherIntoTensor(out.ref(), in.ref())->wait();
   for (int r = 0; r < g.size(); ++r) {
     Buffer want(DType::kInt16, m);
     test::fillInput(DType::kInt16, Domain::kRaw, salt, r, 0, static_cast<size_t>(m), want.data());
@@ -124,7 +124,7 @@ TEST(GroupSubset, ExcludingRankZeroNamesRanksAndCollectives) {
       test::fillInput(DType::kInt32, Domain::kRaw, 34, g->rank(), 0, 10, in.data());
       OpOptions o;
       o.root = 1;
-      g->gatherInto(g->rank() == 1 ? out.ref() : TensorRef{}, in.ref(), o)->wait();
+      g->gatherIntoTensor(g->rank() == 1 ? out.ref() : TensorRef{}, in.ref(), o)->wait();
       if (g->rank() == 1) {
         for (int r = 0; r < 3; ++r) {
           Buffer want(DType::kInt32, 10);

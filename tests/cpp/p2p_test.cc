@@ -178,7 +178,7 @@ TEST_P(P2P, OppositeListingOrdersDoNotDeadlock) {
     Buffer in(DType::kInt64, n);
     std::vector<P2POp> ops = {{P2POp::Kind::kSend, out.ref(), peer, 0}, {P2POp::Kind::kRecv, in.ref(), peer, 0}};
     if (e.rank == 1) std::swap(ops[0], ops[1]);
-    CHILD_CHECK(pg.batchSendRecv(ops)->wait(30s));
+    CHILD_CHECK(pg.batchIsendIrecv(ops)->wait(30s));
     expectPayload(in, 400, peer, "8 MiB batch");
 
     Buffer o1 = payload(DType::kBFloat16, 70000, 401, e.rank), o2 = payload(DType::kBool, 12345, 402, e.rank);
@@ -190,7 +190,7 @@ TEST_P(P2P, OppositeListingOrdersDoNotDeadlock) {
     if (e.rank == 1) std::reverse(four.begin(), four.end());
     OpOptions blocking;
     blocking.blocking = true;
-    WorkPtr w = pg.batchSendRecv(four, blocking);
+    WorkPtr w = pg.batchIsendIrecv(four, blocking);
     CHILD_CHECK(w->isCompleted() && !w->failed(), "a blocking batch returned before completing");
     expectPayload(i1, 401, peer, "tag 1");
     expectPayload(i2, 402, peer, "tag 2");
@@ -218,7 +218,7 @@ int ringExchangeRounds(RankEnv& e, bool blocking) {
                               {P2POp::Kind::kSend, toLeft.ref(), left, 8},
                               {P2POp::Kind::kRecv, fromRight.ref(), right, 8}};
     if (e.rank % 2 == 1) std::reverse(ops.begin(), ops.end());
-    CHILD_CHECK(pg.batchSendRecv(ops, tagged(0, blocking))->wait(30s));
+    CHILD_CHECK(pg.batchIsendIrecv(ops, tagged(0, blocking))->wait(30s));
     expectPayload(fromLeft, sr, left, "from the left");
     expectPayload(fromRight, sl, right, "from the right");
   }
@@ -350,7 +350,7 @@ TEST_P(P2P, UnansweredReceiveTimesOutAndBadArgumentsAreRefused) {
     invalid([&] { pg.send(t, e.rank); }, "send to self");
     invalid([&] { pg.recv(t, 2); }, "peer out of range");
     invalid([&] { pg.send(t, 1 - e.rank, tagged(-1)); }, "negative tag");
-    invalid([&] { pg.batchSendRecv({}); }, "empty batch");
+    invalid([&] { pg.batchIsendIrecv({}); }, "empty batch");
     invalid([&] { pg.send(TensorRef{nullptr, 4, DType::kInt32}, 1 - e.rank); }, "null data");
     // A second group over the same ranks: a timeout breaks the group it
     // happens on, and both the asynchronous and the blocking path are tried.

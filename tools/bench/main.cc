@@ -58,8 +58,8 @@ RunDescription describe(const Options& o, int nranks, const std::string& launch)
   d.op = o.collective->name;
   d.nranks = nranks;
   d.dtype = dtypeName(o.dtype);
-  if (o.collective->reduces) d.reduceOp = reduceOpName(o.op);
-  if (o.collective->rooted) d.root = o.root;
+  if (o.collective->reduces()) d.reduceOp = reduceOpName(o.op);
+  if (o.collective->rooted()) d.root = o.root;
   d.launch = launch;
   d.mode = waitModeName(o.mode);
   if (o.mode == WaitMode::kAsync) d.mode += " (window " + std::to_string(o.window) + ")";

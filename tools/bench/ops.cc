@@ -20,23 +20,23 @@ size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 const std::vector<CollectiveInfo>& allCollectives() {
   static const std::vector<CollectiveInfo> kAll = {
-      {Collective::kAllReduce, "all_reduce", true, false, true, 1},
-      {Collective::kBroadcast, "broadcast", false, true, true, 1},
-      {Collective::kReduce, "reduce", true, true, true, 1},
-      {Collective::kAllGather, "all_gather", false, false, false, 1},
-      {Collective::kReduceScatter, "reduce_scatter", true, false, false, 1},
-      {Collective::kAllToAll, "all_to_all", false, false, false, 1},
-      {Collective::kGather, "gather", false, true, false, 1},
-      {Collective::kScatter, "scatter", false, true, false, 1},
-      {Collective::kBarrier, "barrier", false, false, false, 1},
-      {Collective::kSendRecv, "sendrecv", false, false, false, 2},
+      {Operation::kAllReduce, "all_reduce", true, 1},
+      {Operation::kBroadcast, "broadcast", true, 1},
+      {Operation::kReduce, "reduce", true, 1},
+      {Operation::kAllGatherIntoTensor, "all_gather", false, 1},
+      {Operation::kReduceScatterTensor, "reduce_scatter", false, 1},
+      {Operation::kAllToAllSingle, "all_to_all", false, 1},
+      {Operation::kGatherIntoTensor, "gather", false, 1},
+      {Operation::kScatterTensor, "scatter", false, 1},
+      {Operation::kBarrier, "barrier", false, 1},
+      {Operation::kBatchIsendIrecv, "sendrecv", false, 2},
   };
   return kAll;
 }
 
 const CollectiveInfo* findCollective(std::string_view name) {
   for (const auto& c : allCollectives()) {
-    if (name == c.name) return &c;
+    if (name == c.name || name == operationName(c.operation)) return &c;
   }
   return nullptr;
 }
@@ -49,49 +49,37 @@ Shape shapeFor(const CollectiveInfo& info, uint64_t bytes, DType dtype, int nran
   const int64_t block = count / n;
   const double share = static_cast<double>(n - 1) / static_cast<double>(n);
   Shape s;
-  switch (info.id) {
-    case Collective::kAllReduce:
-    case Collective::kBroadcast:
-    case Collective::kReduce:
-    case Collective::kSendRecv:
+  switch (info.operation) {
+    case Operation::kBarrier:
+      return s;
+    case Operation::kAllReduce:
+    case Operation::kBroadcast:
+    case Operation::kReduce:
+    case Operation::kBatchIsendIrecv:
       s.sendCount = s.recvCount = s.paramCount = count;
       s.algBytes = static_cast<double>(count * w);
-      s.busFactor = info.id == Collective::kAllReduce ? 2.0 * share : 1.0;
+      s.busFactor = info.operation == Operation::kAllReduce ? 2.0 * share : 1.0;
       break;
-    case Collective::kAllGather:
-      s.sendCount = block;
-      s.recvCount = block * n;
+    default: {
+      // The block collectives: one block in, n out (gathers), n in, one out
+      // (scatters) or n both ways; the count is one block, the bandwidth
+      // counts all n blocks.
+      const bool gathers = info.operation == Operation::kAllGatherIntoTensor ||
+                           info.operation == Operation::kGatherIntoTensor;
+      const bool scatters = info.operation == Operation::kReduceScatterTensor ||
+                            info.operation == Operation::kScatterTensor;
+      s.sendCount = gathers ? block : block * n;
+      s.recvCount = scatters ? block : block * n;
+      s.paramCount = block;
+      s.algBytes = static_cast<double>(block * n * w);
+      s.busFactor = share;
       break;
-    case Collective::kReduceScatter:
-      s.sendCount = block * n;
-      s.recvCount = block;
-      break;
-    case Collective::kAllToAll:
-      s.sendCount = s.recvCount = block * n;
-      break;
-    case Collective::kGather:
-      s.sendCount = block;
-      s.recvCount = block * n;
-      break;
-    case Collective::kScatter:
-      s.sendCount = block * n;
-      s.recvCount = block;
-      break;
-    case Collective::kBarrier:
-      return s;
-  }
-  if (info.id != Collective::kAllReduce && info.id != Collective::kBroadcast &&
-      info.id != Collective::kReduce && info.id != Collective::kSendRecv) {
-    // The block collectives: the count is one block, the bandwidth counts
-    // all n blocks.
-    s.paramCount = block;
-    s.algBytes = static_cast<double>(block * n * w);
-    s.busFactor = share;
+    }
   }
   s.printedBytes = static_cast<uint64_t>(std::max(s.sendCount, s.recvCount) * w);
   // Buffers that exist only at the root are not allocated elsewhere.
-  if (info.id == Collective::kGather && rank != root) s.recvCount = 0;
-  if (info.id == Collective::kScatter && rank != root) s.sendCount = 0;
+  if (info.operation == Operation::kGatherIntoTensor && rank != root) s.recvCount = 0;
+  if (info.operation == Operation::kScatterTensor && rank != root) s.sendCount = 0;
   return s;
 }
 
@@ -161,25 +149,28 @@ WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slot
               const OpOptions& options) {
   TensorRef in = slots.input(slot);
   TensorRef out = slots.output(slot);
-  switch (info.id) {
-    case Collective::kAllReduce: return group.allReduce(in, options);
-    case Collective::kBroadcast: return group.broadcast(in, options);
-    case Collective::kReduce: return group.reduce(in, options);
-    case Collective::kAllGather: return group.allGatherInto(out, in, options);
-    case Collective::kReduceScatter: return group.reduceScatterTensor(out, in, options);
-    case Collective::kAllToAll: return group.allToAllSingle(out, in, {}, {}, options);
-    case Collective::kGather: return group.gatherInto(out, in, options);
-    case Collective::kScatter: return group.scatterTensor(out, in, options);
-    case Collective::kBarrier: return group.barrier(options);
-    case Collective::kSendRecv: {
+  switch (info.operation) {
+    case Operation::kAllReduce: return group.allReduce(in, options);
+    case Operation::kBroadcast: return group.broadcast(in, options);
+    case Operation::kReduce: return group.reduce(in, options);
+    case Operation::kAllGatherIntoTensor: return group.allGatherIntoTensor(out, in, options);
+    case Operation::kReduceScatterTensor: return group.reduceScatterTensor(out, in, options);
+    case Operation::kAllToAllSingle: return group.allToAllSingle(out, in, {}, {}, options);
+    case Operation::kGatherIntoTensor: return group.gatherIntoTensor(out, in, options);
+    case Operation::kScatterTensor: return group.scatterTensor(out, in, options);
+    case Operation::kBarrier: return group.barrier(options);
+    case Operation::kBatchIsendIrecv: {
+      // A ring: send to the next rank, receive from the previous one.
       const int n = group.size();
       const int r = group.rank();
       std::vector<P2POp> ops = {
           {P2POp::Kind::kSend, in, (r + 1) % n, options.tag},
           {P2POp::Kind::kRecv, out, (r + n - 1) % n, options.tag},
       };
-      return group.batchSendRecv(ops, options);
+      return group.batchIsendIrecv(ops, options);
     }
+    default:
+      break;
   }
   return nullptr;
 }
@@ -187,7 +178,7 @@ WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slot
 void prepareCheck(const CollectiveInfo& info, Slots& slots, ValueClass cls, int rank, int root) {
   TensorRef in = slots.input(0);
   TensorRef out = slots.output(0);
-  if (info.id == Collective::kBroadcast && rank != root) {
+  if (info.operation == Operation::kBroadcast && rank != root) {
     poison(in);  // only the root's data may arrive
     return;
   }
@@ -207,35 +198,34 @@ CheckResult verify(const CollectiveInfo& info, const Slots& slots, ValueClass cl
     return part;
   };
   const int64_t block = out.numel / std::max(1, nranks);
-  switch (info.id) {
-    case Collective::kAllReduce:
+  switch (info.operation) {
+    case Operation::kAllReduce:
       return expectReduced(out, cls, op, nranks, 0);
-    case Collective::kBroadcast:
+    case Operation::kBroadcast:
       return expectValues(out, cls, root, 0);
-    case Collective::kReduce:
+    case Operation::kReduce:
       // Non-roots must still hold their own input.
       return rank == root ? expectReduced(out, cls, op, nranks, 0)
                           : expectValues(out, cls, rank, 0);
-    case Collective::kAllGather:
-    case Collective::kGather:
-      if (info.id == Collective::kGather && rank != root) return result;
+    case Operation::kAllGatherIntoTensor:
+    case Operation::kGatherIntoTensor:
+      if (info.operation == Operation::kGatherIntoTensor && rank != root) return result;
       for (int j = 0; j < nranks; ++j) result.merge(expectValues(blockOf(out, block, j), cls, j, 0));
       return result;
-    case Collective::kReduceScatter:
+    case Operation::kReduceScatterTensor:
       return expectReduced(out, cls, op, nranks, rank * out.numel);
-    case Collective::kAllToAll:
+    case Operation::kAllToAllSingle:
       for (int j = 0; j < nranks; ++j) {
         result.merge(expectValues(blockOf(out, block, j), cls, j, rank * block));
       }
       return result;
-    case Collective::kScatter:
+    case Operation::kScatterTensor:
       return expectValues(out, cls, root, rank * out.numel);
-    case Collective::kSendRecv:
+    case Operation::kBatchIsendIrecv:
       return expectValues(out, cls, (rank + nranks - 1) % nranks, 0);
-    case Collective::kBarrier:
+    default:
       return result;
   }
-  return result;
 }
 
 }  // namespace meshcomm::bench

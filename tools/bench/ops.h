@@ -28,37 +28,30 @@
 #include <string_view>
 #include <vector>
 
+#include "collectives/operations.h"
 #include "data.h"
 #include "meshcomm/process_group.h"
 #include "meshcomm/types.h"
 
 namespace meshcomm::bench {
 
-enum class Collective {
-  kAllReduce,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kGather,
-  kScatter,
-  kBarrier,
-  kSendRecv,
-};
-
+// A collective the bench measures: the operation it issues (from the
+// operation table, which says whether it takes --op and --root) under its
+// nccl-tests name ("all_gather" issues all_gather_into_tensor).
 struct CollectiveInfo {
-  Collective id;
-  const char* name;
-  bool reduces;   // takes --op
-  bool rooted;    // takes --root
-  bool inPlace;   // one buffer serves as input and output
+  Operation operation;
+  const char* name;  // nccl-tests name; the operation's own name is accepted too
+  bool inPlace;      // one buffer serves as input and output
   int minRanks;
+
+  bool reduces() const { return operationInfo(operation).reduces; }  // takes --op
+  bool rooted() const { return operationInfo(operation).rooted(); }   // takes --root
 };
 
 // Every collective, in the order --help lists them.
 const std::vector<CollectiveInfo>& allCollectives();
-// nullptr when the name is unknown.
+// The collective called `name`, or issuing the operation called `name`;
+// nullptr when there is none.
 const CollectiveInfo* findCollective(std::string_view name);
 
 // Element counts of one measurement, derived from the requested size.

@@ -283,13 +283,13 @@ ParseResult parseOptions(int argc, char** argv, Options& o) {
   if (o.minBytes > o.maxBytes) {
     return fail("-b " + formatSize(o.minBytes) + " is larger than -e " + formatSize(o.maxBytes));
   }
-  if (sawOp && !o.collective->reduces) {
+  if (sawOp && !o.collective->reduces()) {
     return fail(std::string("--op does not apply to ") + o.collective->name);
   }
-  if (sawRoot && !o.collective->rooted) {
+  if (sawRoot && !o.collective->rooted()) {
     return fail(std::string("--root does not apply to ") + o.collective->name);
   }
-  if (o.collective->reduces && !reduceOpSupports(o.op, o.dtype)) {
+  if (o.collective->reduces() && !reduceOpSupports(o.op, o.dtype)) {
     return fail(std::string("--op ") + reduceOpName(o.op) + " is not defined for " +
                 dtypeName(o.dtype));
   }

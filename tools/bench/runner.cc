@@ -107,7 +107,7 @@ int64_t calibrate(Loop& loop, ProcessGroup& group, double target) {
 }  // namespace
 
 std::vector<uint64_t> sweepSizes(const Options& o) {
-  if (o.collective->id == Collective::kBarrier) return {0};
+  if (o.collective->operation == Operation::kBarrier) return {0};
   std::vector<uint64_t> sizes;
   uint64_t s = o.minBytes;
   while (s <= o.maxBytes) {
@@ -129,7 +129,7 @@ int runSweep(const Options& options, ProcessGroup& group, Reporter* reporter) {
   const CollectiveInfo& info = *options.collective;
   const int rank = group.rank();
   const int nranks = group.size();
-  const ValueClass cls = valueClassFor(info.reduces, options.op);
+  const ValueClass cls = valueClassFor(info.reduces(), options.op);
   bool anyFailed = false;
 
   for (uint64_t bytes : sweepSizes(options)) {

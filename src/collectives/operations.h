@@ -1,0 +1,174 @@
+// The operations meshcomm offers, listed once: each one's name (the
+// Python spelling, also used in error messages), the wire family its
+// messages carry, and the arguments it takes beyond its tensors. The
+// runtime's checks and error messages, the Python binding and the
+// benchmark read this table instead of keeping lists of their own; the
+// C++ methods are the same words in lowerCamel (all_gather_into_tensor is
+// ProcessGroup::allGatherIntoTensor).
+//
+// Thread-safety: constant data and pure functions.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace meshcomm {
+
+// The wire family of an operation, carried in every message's signature
+// (MessageSignature::opcode) so a receiver can tell which operation its peer
+// is running. The values are on the wire: never renumber them.
+enum class Opcode : uint8_t {
+  kAllReduce = 1,
+  kBroadcast = 2,
+  kReduce = 3,
+  kAllGather = 4,
+  kReduceScatter = 5,
+  kGather = 6,
+  kScatter = 7,
+  kAllToAll = 8,
+  kBarrier = 9,
+  kPointToPoint = 10,
+};
+
+// Every public operation, in the order of kOperations.
+enum class Operation : uint8_t {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kAllGatherIntoTensor,
+  kAllGatherIntoTensorUneven,
+  kReduceScatter,
+  kReduceScatterTensor,
+  kReduceScatterTensorUneven,
+  kGather,
+  kGatherIntoTensor,
+  kScatter,
+  kScatterTensor,
+  kAllToAll,
+  kAllToAllSingle,
+  kBarrier,
+  kSend,
+  kRecv,
+  kBatchIsendIrecv,
+};
+
+// Whether an operation has a root rank, and what its callers call it: the
+// rank that sends (src) or the rank that receives (dst).
+enum class Root : uint8_t { kNone, kSrc, kDst };
+
+struct OperationInfo {
+  Operation operation;
+  const char* name;           // "all_gather_into_tensor": the Python function
+  Opcode family;              // what its messages carry
+  bool reduces = false;       // takes a reduction op
+  Root root = Root::kNone;    // takes a root, called src or dst
+  bool splitSizes = false;    // takes per-rank split sizes
+  bool tagged = false;        // takes a point-to-point tag
+
+  constexpr bool rooted() const { return root != Root::kNone; }
+  // "src" or "dst"; REQUIRES: rooted().
+  constexpr const char* rootName() const { return root == Root::kSrc ? "src" : "dst"; }
+};
+
+inline constexpr std::array kOperations = {
+    OperationInfo{.operation = Operation::kAllReduce, .name = "all_reduce",
+                  .family = Opcode::kAllReduce, .reduces = true},
+    OperationInfo{.operation = Operation::kBroadcast, .name = "broadcast",
+                  .family = Opcode::kBroadcast, .root = Root::kSrc},
+    OperationInfo{.operation = Operation::kReduce, .name = "reduce",
+                  .family = Opcode::kReduce, .reduces = true, .root = Root::kDst},
+    OperationInfo{.operation = Operation::kAllGather, .name = "all_gather",
+                  .family = Opcode::kAllGather},
+    OperationInfo{.operation = Operation::kAllGatherIntoTensor, .name = "all_gather_into_tensor",
+                  .family = Opcode::kAllGather},
+    OperationInfo{.operation = Operation::kAllGatherIntoTensorUneven,
+                  .name = "all_gather_into_tensor_uneven",
+                  .family = Opcode::kAllGather, .splitSizes = true},
+    OperationInfo{.operation = Operation::kReduceScatter, .name = "reduce_scatter",
+                  .family = Opcode::kReduceScatter, .reduces = true},
+    OperationInfo{.operation = Operation::kReduceScatterTensor, .name = "reduce_scatter_tensor",
+                  .family = Opcode::kReduceScatter, .reduces = true},
+    OperationInfo{.operation = Operation::kReduceScatterTensorUneven,
+                  .name = "reduce_scatter_tensor_uneven",
+                  .family = Opcode::kReduceScatter, .reduces = true, .splitSizes = true},
+    OperationInfo{.operation = Operation::kGather, .name = "gather",
+                  .family = Opcode::kGather, .root = Root::kDst},
+    OperationInfo{.operation = Operation::kGatherIntoTensor, .name = "gather_into_tensor",
+                  .family = Opcode::kGather, .root = Root::kDst},
+    OperationInfo{.operation = Operation::kScatter, .name = "scatter",
+                  .family = Opcode::kScatter, .root = Root::kSrc},
+    OperationInfo{.operation = Operation::kScatterTensor, .name = "scatter_tensor",
+                  .family = Opcode::kScatter, .root = Root::kSrc},
+    OperationInfo{.operation = Operation::kAllToAll, .name = "all_to_all",
+                  .family = Opcode::kAllToAll},
+    OperationInfo{.operation = Operation::kAllToAllSingle, .name = "all_to_all_single",
+                  .family = Opcode::kAllToAll, .splitSizes = true},
+    OperationInfo{.operation = Operation::kBarrier, .name = "barrier",
+                  .family = Opcode::kBarrier},
+    OperationInfo{.operation = Operation::kSend, .name = "send",
+                  .family = Opcode::kPointToPoint, .tagged = true},
+    OperationInfo{.operation = Operation::kRecv, .name = "recv",
+                  .family = Opcode::kPointToPoint, .tagged = true},
+    OperationInfo{.operation = Operation::kBatchIsendIrecv, .name = "batch_isend_irecv",
+                  .family = Opcode::kPointToPoint},
+};
+
+// Every entry sits at its enumerator's index, so lookups are an index.
+constexpr bool operationsInEnumOrder() {
+  for (size_t i = 0; i < kOperations.size(); ++i) {
+    if (static_cast<size_t>(kOperations[i].operation) != i) return false;
+  }
+  return true;
+}
+static_assert(operationsInEnumOrder(), "kOperations must list the operations in enum order");
+static_assert(kOperations.back().operation == Operation::kBatchIsendIrecv,
+              "kOperations must list every operation");
+
+constexpr const OperationInfo& operationInfo(Operation op) {
+  return kOperations[static_cast<size_t>(op)];
+}
+constexpr const char* operationName(Operation op) { return operationInfo(op).name; }
+
+// The operation called `name` (Python spelling), or nullptr.
+constexpr const OperationInfo* findOperation(std::string_view name) {
+  for (const auto& info : kOperations) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
+// What a wire family's messages carry, as the union of its operations'
+// arguments: whether the signature's reduceOp is meaningful, whether its
+// detail is a root, and whether a non-zero detail is a digest of split sizes.
+struct FamilyTraits {
+  bool reduces = false;
+  bool rooted = false;
+  bool splitSizes = false;
+};
+constexpr FamilyTraits familyTraits(uint8_t opcode) {
+  FamilyTraits t;
+  for (const auto& info : kOperations) {
+    if (static_cast<uint8_t>(info.family) != opcode) continue;
+    t.reduces = t.reduces || info.reduces;
+    t.rooted = t.rooted || info.rooted();
+    t.splitSizes = t.splitSizes || info.splitSizes;
+  }
+  return t;
+}
+
+// The name of a wire family ("all_gather" for every all_gather variant,
+// "send/recv" for point to point), or "unknown" for a value no family has.
+const char* opcodeName(uint8_t opcode);
+
+struct MessageSignature;  // transport/transport.h
+
+// "all_reduce float32 sum, 1024 elements, message of 4096 bytes": a
+// signature as error messages name it, with the fields its family uses.
+// `bytes` is kNoMessageBytes when there is no message size to name.
+std::string describeSignature(const MessageSignature& sig, uint64_t bytes);
+
+}  // namespace meshcomm
