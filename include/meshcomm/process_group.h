@@ -131,6 +131,7 @@ class MESHCOMM_API ProcessGroup {
   WorkPtr send(TensorRef data, int dst, const OpOptions& options = {});
   WorkPtr recv(TensorRef data, int src, const OpOptions& options = {});
   // All sends and receives progress together, so no listing order deadlocks.
+  // Errors about a batch of one name it send or recv, as if issued so.
   WorkPtr batchIsendIrecv(const std::vector<P2POp>& ops, const OpOptions& options = {});
 
   const std::shared_ptr<GroupImpl>& impl() const { return impl_; }

@@ -71,13 +71,26 @@ std::string formatSize(uint64_t bytes) {
 
 std::string helpText() {
   std::string ops;
-  for (const auto& c : allCollectives()) ops += std::string(ops.empty() ? "" : ", ") + c.name;
+  // Each name, and in parentheses the operation it issues when that is
+  // called otherwise (either name selects it); wrapped at 80 columns.
+  size_t lineStart = 0;
+  for (const auto& c : allCollectives()) {
+    std::string item = c.name;
+    if (item != operationName(c.operation)) item += std::string(" (") + operationName(c.operation) + ")";
+    if (!ops.empty()) ops += ",";
+    const size_t prefix = lineStart == 0 ? sizeof("OPERATION:") - 1 : 0;
+    if (prefix + ops.size() - lineStart + 1 + item.size() + 1 > 80) {
+      ops += "\n ";
+      lineStart = ops.size();
+    }
+    ops += " " + item;
+  }
   return R"(usage: meshcomm-bench OPERATION [options]
 
 Measures one meshcomm collective over a range of message sizes and prints one
 row per size (nccl-tests style).
 
-OPERATION: )" + ops + R"(
+OPERATION:)" + ops + R"(
 
 Launch:
   Without a launcher, meshcomm-bench forks -n ranks on this host; rank 0 hosts
