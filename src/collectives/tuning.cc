@@ -35,6 +35,13 @@ constexpr Named kNames[] = {
     {"hierarchical", Algorithm::kHierarchical},
 };
 
+const char* algorithmName(Algorithm algo) {
+  for (const auto& n : kNames) {
+    if (n.algo == algo) return n.name;
+  }
+  return "unknown";
+}
+
 const char* routeName(Route route) {
   switch (route) {
     case Route::kTcp: return "TCP between every rank";
@@ -209,13 +216,6 @@ Algorithm forcedAlgorithm(size_t index) {
 }
 
 }  // namespace
-
-const char* algorithmName(Algorithm algo) {
-  for (const auto& n : kNames) {
-    if (n.algo == algo) return n.name;
-  }
-  return "unknown";
-}
 
 Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route) {
   const size_t index = familyIndex(collective);

@@ -18,7 +18,7 @@
 namespace meshcomm {
 
 enum class Algorithm {
-  kAuto,
+  kAuto,               // MESHCOMM_ALGO_<OP>=auto: the default; never chosen
   kRing,               // all_reduce: ring reduce-scatter + all-gather; all_gather and
                        // reduce_scatter: a ring
   kRecursiveDoubling,  // all_reduce: log2(P) full-buffer exchanges
@@ -41,8 +41,6 @@ enum class Route {
   kShm,           // every rank on this host
   kHierarchical,  // several hosts, several ranks on some
 };
-
-const char* algorithmName(Algorithm algo);
 
 // The algorithm for one call of `collective` (a collective opcode, not
 // kPointToPoint) among `groupSize` ranks that reach each other over
