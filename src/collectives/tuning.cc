@@ -35,6 +35,13 @@ constexpr Named kNames[] = {
     {"hierarchical", Algorithm::kHierarchical},
 };
 
+const char* algorithmName(Algorithm algo) {
+  for (const auto& n : kNames) {
+    if (n.algo == algo) return n.name;
+  }
+  return "unknown";
+}
+
 bool runsOn(Algorithm algo, Route route) {
   switch (algo) {
     case Algorithm::kShmOneShot:
@@ -92,18 +99,14 @@ Algorithm defaultReduce(size_t bytes, int groupSize, Route route) {
                                                 : Algorithm::kBinomialTree;
 }
 
-// The families with one algorithm per route. Across hosts they run their
-// TCP algorithm over the whole group; only the barrier has a hierarchical
-// form.
-Algorithm defaultRing(size_t, int, Route route) {
-  return route == Route::kShm ? Algorithm::kShm : Algorithm::kRing;
+// The families with one algorithm per route: shared memory on one host,
+// else their TCP algorithm over the whole group (only the barrier has a
+// hierarchical form).
+template <Algorithm kOverTcp>
+Algorithm shmOr(size_t, int, Route route) {
+  return route == Route::kShm ? Algorithm::kShm : kOverTcp;
 }
-Algorithm defaultLinear(size_t, int, Route route) {
-  return route == Route::kShm ? Algorithm::kShm : Algorithm::kLinear;
-}
-Algorithm defaultPairwise(size_t, int, Route route) {
-  return route == Route::kShm ? Algorithm::kShm : Algorithm::kPairwise;
-}
+
 Algorithm defaultBarrier(size_t, int, Route route) {
   switch (route) {
     case Route::kShm: return Algorithm::kShm;
@@ -119,11 +122,13 @@ struct Family {
   Opcode collective;
   // MESHCOMM_ALGO_<OP>, or null where the family has no choice to force.
   const char* variable;
-  // Every algorithm the family implements.
+  // Every algorithm the family implements: what the variable may name.
   AlgorithmSet algorithms;
+  // The choice when nothing is forced.
   Algorithm (*byDefault)(size_t bytes, int groupSize, Route route);
 };
 
+// One row per collective, in opcode order.
 using A = Algorithm;
 constexpr Family kFamilies[] = {
     {Opcode::kAllReduce, "MESHCOMM_ALGO_ALLREDUCE",
@@ -134,11 +139,11 @@ constexpr Family kFamilies[] = {
      setOf(A::kBinomialTree, A::kChain, A::kShm, A::kHierarchical), defaultBroadcast},
     {Opcode::kReduce, "MESHCOMM_ALGO_REDUCE",
      setOf(A::kBinomialTree, A::kReduceScatterGather, A::kShm, A::kHierarchical), defaultReduce},
-    {Opcode::kAllGather, nullptr, setOf(A::kRing, A::kShm), defaultRing},
-    {Opcode::kReduceScatter, nullptr, setOf(A::kRing, A::kShm), defaultRing},
-    {Opcode::kGather, nullptr, setOf(A::kLinear, A::kShm), defaultLinear},
-    {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kShm), defaultLinear},
-    {Opcode::kAllToAll, nullptr, setOf(A::kPairwise, A::kShm), defaultPairwise},
+    {Opcode::kAllGather, nullptr, setOf(A::kRing, A::kShm), shmOr<A::kRing>},
+    {Opcode::kReduceScatter, nullptr, setOf(A::kRing, A::kShm), shmOr<A::kRing>},
+    {Opcode::kGather, nullptr, setOf(A::kLinear, A::kShm), shmOr<A::kLinear>},
+    {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kShm), shmOr<A::kLinear>},
+    {Opcode::kAllToAll, nullptr, setOf(A::kPairwise, A::kShm), shmOr<A::kPairwise>},
     {Opcode::kBarrier, nullptr, setOf(A::kDissemination, A::kShm, A::kHierarchical),
      defaultBarrier},
 };
@@ -200,13 +205,6 @@ Algorithm forcedAlgorithm(size_t index) {
 }
 
 }  // namespace
-
-const char* algorithmName(Algorithm algo) {
-  for (const auto& n : kNames) {
-    if (n.algo == algo) return n.name;
-  }
-  return "unknown";
-}
 
 Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route) {
   const size_t index = familyIndex(collective);

@@ -20,7 +20,7 @@
 namespace meshcomm {
 
 enum class Algorithm {
-  kAuto,
+  kAuto,               // MESHCOMM_ALGO_<OP>=auto: the default; never chosen
   kRing,               // all_reduce: ring reduce-scatter + all-gather; all_gather and
                        // reduce_scatter: a ring
   kRecursiveDoubling,  // all_reduce: log2(P) full-buffer exchanges
@@ -37,7 +37,6 @@ enum class Algorithm {
   kHierarchical,       // shared memory within hosts, TCP between one leader per host
 };
 
-const char* algorithmName(Algorithm algo);
 
 // The algorithm for one call of `collective` (a collective opcode, not
 // kPointToPoint) among `groupSize` ranks that reach each other over

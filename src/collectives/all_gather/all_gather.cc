@@ -1,8 +1,8 @@
 // all_gather: over TCP a ring; on one host, shared memory (shm.cc).
 //
-// Ring schedule: in step s (0..P-2) rank r forwards block r-s (its
-// own at s = 0) to the right and receives block r-s-1 from the left,
-// straight into its place in the output.
+// Ring schedule: in step s (0..P-2) rank r forwards block r-s (its own at
+// s = 0) to the right and receives block r-s-1 from the left, straight
+// into its place in the output.
 #include <cstring>
 
 #include "collectives/all_gather/variants.h"

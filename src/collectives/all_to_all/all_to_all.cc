@@ -1,10 +1,10 @@
 // all_to_all: over TCP a pairwise exchange; on one host, shared memory
 // (shm.cc).
 //
-// Pairwise schedule: in round i (1..P-1) rank r sends to r+i
-// and receives from r-i, so every round is a permutation and no rank is
-// the target of two senders at once. Rounds overlap in a window, which
-// keeps links busy without flooding a large group with requests at once.
+// Pairwise schedule: in round i (1..P-1) rank r sends to r+i and receives
+// from r-i, so every round is a permutation and no rank is the target of two
+// senders at once. Rounds overlap in a window, which keeps links busy
+// without flooding a large group with requests at once.
 #include <cstring>
 
 #include "collectives/all_to_all/variants.h"
