@@ -36,6 +36,7 @@ WorkPtr GroupImpl::submitCollective(const char* opName, const MessageSignature& 
   return executor_->submit(
       std::move(description),
       [this, opName, sig, options, body = std::move(body)]() mutable -> Executor::Pending {
+        executor_->assertDriving();
         runBody(opName, sig, options, body);
         return {};
       },
@@ -72,6 +73,7 @@ WorkPtr GroupImpl::runPointToPoint(
   return executor_->submit(
       std::move(description),
       [this, opName, options, body = std::move(body)]() -> Executor::Pending {
+        executor_->assertDriving();
         OpContext ctx = contextFor(opName, p2pSeq_++, options);
         std::vector<RequestPtr> requests = body(*links_.transport, ctx);
         // A blocking call finishes its transfers here; an asynchronous one
