@@ -68,7 +68,9 @@ class GroupImpl {
   WorkPtr runPointToPoint(const char* opName, const OpOptions& options,
                           std::function<std::vector<RequestPtr>(Transport&, const OpContext&)> body);
 
-  Transport& transport() { return *links_.transport; }
+  // The group's transport, for the thread driving it (the operation
+  // running on the executor, or the inline caller).
+  Transport& transport() REQUIRES(executor_->engine()) { return *links_.transport; }
 
  private:
   OpContext contextFor(const char* opName, uint64_t seq, const OpOptions& options) const;
@@ -88,7 +90,7 @@ class GroupImpl {
     if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
     uint64_t seq = collectiveSeq_++;
     Locality locality{&links_.placement, links_.sharedMemory.get(), links_.route};
-    Comm comm(*links_.transport, contextFor(opName, seq, options), sig, seq, scratch_, locality);
+    Comm comm(transport(), contextFor(opName, seq, options), sig, seq, scratch_, locality);
     try {
       body(comm);
     } catch (...) {
