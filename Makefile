@@ -53,4 +53,4 @@ fuzz: deps
 	$(BUILD)-fuzz/bin/fuzz_store_frame -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-asan $(BUILD)-tsan $(BUILD)-clang

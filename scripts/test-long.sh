@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make test-long: sanitizer builds of the C++ suite, the Python suite under
-# the release build, and a bounded libFuzzer run of the store frame decoder.
+# make test-long: clang's thread-safety analysis over the whole tree,
+# sanitizer builds of the C++ suite, the Python suite under the release
+# build, and a bounded libFuzzer run of the store frame decoder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -14,6 +15,40 @@ run_cpp_suite() {
   echo "== C++ suite in $dir =="
   "$dir/bin/meshcomm_tests" --gtest_brief=1 || failed+=("C++ suite in $dir")
 }
+
+# The thread-safety analysis and the fuzz run build with clang, which the
+# default (GCC) build does not need, so it is installed here, not by
+# scripts/install-deps.sh.
+ensure_clang() {
+  command -v clang++ >/dev/null && return 0
+  echo "test-long: clang++ not found; installing clang (apt-get install clang) for the"
+  echo "           thread-safety analysis and the fuzz run"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      echo "test-long: cannot install clang as this user; as root run: apt-get install -y clang" >&2
+      return 1
+    fi
+    sudo="sudo"
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang
+}
+have_clang=1
+ensure_clang || have_clang=0
+
+# Every lock's GUARDED_BY/REQUIRES contract (src/common/thread_annotations.h)
+# checked by clang: library, tests and tools, with any finding an error.
+echo "== clang -Wthread-safety (build-clang) =="
+if [[ $have_clang -eq 1 ]]; then
+  if ! { cmake -S . -B build-clang -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
+           -DMESHCOMM_THREAD_SAFETY_ANALYSIS=ON -DMESHCOMM_BUILD_PYTHON=OFF -DMESHCOMM_PYTHON=$PYTHON &&
+         cmake --build build-clang -j "$JOBS"; }; then
+    failed+=("clang thread-safety analysis (build-clang)")
+  fi
+else
+  failed+=("clang thread-safety analysis: clang could not be installed")
+fi
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer =="
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -32,7 +67,7 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 MESHCOMM_TEST_BOUND_SCALE=3
   run_cpp_suite build-tsan
 
 echo "== libFuzzer: store frame decoder (${FUZZ_SECONDS:-120} s) =="
-if command -v clang++ >/dev/null; then
+if [[ $have_clang -eq 1 ]]; then
   make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120} || failed+=("fuzz run")
 else
   echo "clang++ not found; skipping the fuzz run"

@@ -46,12 +46,15 @@ class MESHCOMM_API Work {
 
  private:
   const std::string description_;
+  // Plain standard types, so this installed header needs nothing from the
+  // library's sources; the lock discipline is stated here in words, not in
+  // the thread-safety annotations the library's own fields carry.
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // Written under mu_; read without it on the fast paths (error_ is set
-  // before done_ is, and never changes afterwards).
+  std::condition_variable cv_;  // waits under mu_
+  // Written only under mu_ (complete()); read without it on the fast
+  // paths: error_ is set before done_ is, and never changes afterwards.
   std::atomic<bool> done_{false};
-  std::exception_ptr error_;
+  std::exception_ptr error_;  // written under mu_; read once done_ is true
 };
 
 }  // namespace meshcomm

@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace meshcomm {
 namespace {
@@ -39,8 +40,10 @@ bool logEnabled(LogLevel level) {
 }
 
 void logLine(LogLevel level, const std::string& message) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  // Guards no field: holding it keeps each line's write and flush to
+  // stderr together.
+  static Mutex mu;
+  MutexLock lock(mu);
   std::fprintf(stderr, "[meshcomm %s pid %d] %s\n", levelName(level),
                static_cast<int>(getpid()), message.c_str());
   std::fflush(stderr);

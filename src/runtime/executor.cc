@@ -22,14 +22,14 @@ Executor::Executor(std::string groupName, Transport& transport)
 
 Executor::~Executor() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     state_.fetch_or(kClosing);
-    cv_.wait(lock, [&] { return (state_.load() & (kQueued | kRunning)) == 0; });
+    while ((state_.load() & (kQueued | kRunning)) != 0) cv_.wait(mu_);
     state_.fetch_or(kStop);
   }
   wake();
   thread_.join();
-  std::lock_guard<std::mutex> engine(engineMu_);
+  MutexLock engine(engineMu_);
   for (auto& f : inFlight_) {
     f.work->complete(std::make_exception_ptr(
         Aborted(f.work->description() + ": the group was destroyed before it completed")));
@@ -40,9 +40,11 @@ Executor::~Executor() {
 void Executor::wake() {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wakeFd_.get(), &one, sizeof(one));
-  transport_.wakeProgress();
-  cv_.notify_all();
+  wakeTransport();
+  cv_.notifyAll();
 }
+
+void Executor::wakeTransport() { transport_.wakeProgress(); }
 
 bool Executor::claimRunning(uint32_t& prior) {
   prior = state_.load(std::memory_order_relaxed);
@@ -58,8 +60,8 @@ void Executor::releaseRunning() {
   // queued or in-flight work, the destructor sets kClosing first).
   if (after == 0) return;
   // Taking mu_ orders this with a waiter between its check and its sleep.
-  { std::lock_guard<std::mutex> lock(mu_); }
-  cv_.notify_all();
+  { MutexLock lock(mu_); }
+  cv_.notifyAll();
 }
 
 bool Executor::beginInline() {
@@ -89,7 +91,7 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
     endInline();
     return work;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   queue_.push_back(Task{work, std::move(body)});
   state_.fetch_or(kQueued);
   lock.unlock();
@@ -111,7 +113,7 @@ void Executor::run(Task& task) {
       task.work->complete();
     } else {
       inFlight_.push_back(InFlight{task.work, std::move(pending)});
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       state_.fetch_or(kInFlight);
     }
   } catch (...) {
@@ -146,17 +148,18 @@ void Executor::reapInFlight() {
     }
     ++i;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (inFlight_.empty()) state_.fetch_and(~kInFlight);
 }
 
 void Executor::loop() {
   for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
+    MutexLock lock(mu_);
+    for (;;) {
       const uint32_t s = state_.load();
-      return (s & kStop) != 0 || ((s & (kQueued | kInFlight)) != 0 && (s & kRunning) == 0);
-    });
+      if ((s & kStop) != 0 || ((s & (kQueued | kInFlight)) != 0 && (s & kRunning) == 0)) break;
+      cv_.wait(mu_);
+    }
     if ((state_.load() & kStop) != 0) return;
     if (!queue_.empty()) {
       Task task = std::move(queue_.front());
@@ -169,7 +172,7 @@ void Executor::loop() {
       }
       lock.unlock();
       {
-        std::lock_guard<std::mutex> engine(engineMu_);
+        MutexLock engine(engineMu_);
         run(task);
         reapInFlight();
       }
@@ -185,7 +188,7 @@ void Executor::loop() {
     uint64_t drained;
     [[maybe_unused]] ssize_t n = ::read(wakeFd_.get(), &drained, sizeof(drained));
     if ((state_.load() & (kStop | kRunning | kQueued)) != 0) continue;
-    std::lock_guard<std::mutex> engine(engineMu_);
+    MutexLock engine(engineMu_);
     transport_.progress(kBackgroundSlice, wakeFd_.get());
     reapInFlight();
   }

@@ -9,21 +9,24 @@
 // microseconds here) on every synchronous call.
 //
 // Thread-safety: submit() may be called from any thread. The transport is
-// driven by exactly one thread at a time (the engine lock).
+// driven by exactly one thread at a time: the holder of the engine lock
+// (engineMu_), which guards the transport and the in-flight list; the
+// queue is guarded by mu_. The annotations (common/thread_annotations.h)
+// state both, and clang's -Wthread-safety checks them.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/fd.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "meshcomm/work.h"
 #include "transport/transport.h"
 
@@ -48,17 +51,28 @@ class Executor {
 
   // Queues body. With `blocking`, returns only after it completed (unless
   // the calling thread has an interrupt check and the body had to queue).
-  std::shared_ptr<Work> submit(std::string description, Body body, bool blocking);
+  // The body runs holding the engine lock (see assertDriving()); it must
+  // not submit to its own executor.
+  std::shared_ptr<Work> submit(std::string description, Body body, bool blocking)
+      EXCLUDES(mu_, engineMu_);
 
   // The blocking fast path, for callers that need no Work or Body of their
   // own: when nothing is queued or running, claims the engine for the
   // calling thread and returns true; the caller then runs its operation
   // (after throwIfBroken()) and calls endInline(). Returns false when the
   // caller must submit() instead.
-  bool beginInline();
-  void endInline();
+  bool beginInline() TRY_ACQUIRE(true, engineMu_) EXCLUDES(mu_);
+  void endInline() RELEASE(engineMu_) EXCLUDES(mu_);
   // Rethrows the error that broke the transport, if any.
-  void throwIfBroken() const;
+  void throwIfBroken() const REQUIRES(engineMu_);
+
+  // The engine lock, for annotating state that only the thread driving
+  // this executor's transport touches (GUARDED_BY(executor->engine())).
+  const Mutex& engine() const RETURN_CAPABILITY(engineMu_) { return engineMu_; }
+  // States, for the analysis, that the caller holds the engine lock: a
+  // Body calls it, since the analysis cannot follow submit() into the
+  // body's run. Checks nothing at run time.
+  void assertDriving() const ASSERT_CAPABILITY(engineMu_) {}
 
  private:
   struct Task {
@@ -70,16 +84,19 @@ class Executor {
     Pending pending;
   };
 
-  void loop();
-  // Runs one task; REQUIRES: engineMu_ held. The caller reaps afterwards.
-  void run(Task& task);
+  void loop() EXCLUDES(mu_, engineMu_);
+  // Runs one task. The caller reaps afterwards.
+  void run(Task& task) REQUIRES(engineMu_) EXCLUDES(mu_);
   // Completes in-flight works whose requests are done (or all of them,
-  // with the error, once the transport is broken). REQUIRES: engineMu_ held.
-  void reapInFlight();
+  // with the error, once the transport is broken).
+  void reapInFlight() REQUIRES(engineMu_) EXCLUDES(mu_);
   void wake();
+  // Transport::wakeProgress(), the one transport call that is thread-safe,
+  // so made without the engine lock.
+  void wakeTransport() NO_THREAD_SAFETY_ANALYSIS;
 
   const std::string groupName_;
-  Transport& transport_;
+  Transport& transport_ GUARDED_BY(engineMu_);
   Fd wakeFd_;  // eventfd that interrupts background progress
 
   // state_ bits. kRunning is claimed by compare-and-swap, so a blocking
@@ -94,15 +111,16 @@ class Executor {
   // Claims kRunning unless a task runs or waits; `prior` gets the state
   // it found.
   bool claimRunning(uint32_t& prior);
-  void releaseRunning();
+  void releaseRunning() EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;  // waits under mu_
+  std::deque<Task> queue_ GUARDED_BY(mu_);
   std::atomic<uint32_t> state_{0};
 
-  std::mutex engineMu_;              // the one thread driving transport_
-  std::vector<InFlight> inFlight_;   // GUARDED_BY(engineMu_)
+  // Held by the one thread driving transport_. Taken before mu_.
+  Mutex engineMu_ ACQUIRED_BEFORE(mu_);
+  std::vector<InFlight> inFlight_ GUARDED_BY(engineMu_);
   std::thread thread_;
 };
 

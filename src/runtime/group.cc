@@ -35,6 +35,7 @@ WorkPtr GroupImpl::submitCollective(const char* opName, const MessageSignature& 
   return executor_->submit(
       std::move(description),
       [this, opName, sig, options, body = std::move(body)]() mutable -> Executor::Pending {
+        executor_->assertDriving();
         runBody(opName, sig, options, body);
         return {};
       },
@@ -61,7 +62,7 @@ void GroupImpl::failGroup(const std::exception_ptr& error) {
   // this host through shared memory, the others through the transport (and
   // the store), so every rank fails now.
   if (links_.sharedMemory) links_.sharedMemory->abort(abortReasonOf(error), errorMessageOf(error));
-  links_.transport->abort(error);
+  transport().abort(error);
 }
 
 WorkPtr GroupImpl::runPointToPoint(
@@ -71,13 +72,14 @@ WorkPtr GroupImpl::runPointToPoint(
   return executor_->submit(
       std::move(description),
       [this, opName, options, body = std::move(body)]() -> Executor::Pending {
+        executor_->assertDriving();
         OpContext ctx = contextFor(opName, p2pSeq_++, options);
-        std::vector<RequestPtr> requests = body(*links_.transport, ctx);
+        std::vector<RequestPtr> requests = body(transport(), ctx);
         // A blocking call finishes its transfers here; an asynchronous one
         // leaves them to background progress, under the same deadline.
         if (options.blocking) {
           try {
-            links_.transport->wait(requests, ctx);
+            transport().wait(requests, ctx);
           } catch (...) {
             failGroup(std::current_exception());
             throw;

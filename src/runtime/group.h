@@ -3,7 +3,9 @@
 // arguments and hands operations to it.
 //
 // Thread-safety: the accessors are immutable after construction; run*()
-// may be called from any thread.
+// may be called from any thread. An operation runs holding its executor's
+// engine lock, which guards the transport's use and the per-operation
+// state (sequence numbers, scratch).
 #pragma once
 
 #include <chrono>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "collectives/comm.h"
+#include "common/thread_annotations.h"
 #include "meshcomm/process_group.h"
 #include "runtime/executor.h"
 #include "transport/group_transport.h"
@@ -65,7 +68,9 @@ class GroupImpl {
   WorkPtr runPointToPoint(const char* opName, const OpOptions& options,
                           std::function<std::vector<RequestPtr>(Transport&, const OpContext&)> body);
 
-  Transport& transport() { return *links_.transport; }
+  // The group's transport, for the thread driving it (the operation
+  // running on the executor, or the inline caller).
+  Transport& transport() REQUIRES(executor_->engine()) { return *links_.transport; }
 
  private:
   OpContext contextFor(const char* opName, uint64_t seq, const OpOptions& options) const;
@@ -74,18 +79,18 @@ class GroupImpl {
   // The Work of an operation that already ended.
   WorkPtr finishedWork(const char* opName, std::exception_ptr error) const;
   // Tells every member that this rank's operation failed half-way, which
-  // breaks the group. REQUIRES: on the executor (or the inline caller).
-  void failGroup(const std::exception_ptr& error);
-  // REQUIRES: on the executor.
+  // breaks the group. Runs on the executor (or the inline caller).
+  void failGroup(const std::exception_ptr& error) REQUIRES(executor_->engine());
+  // Runs on the executor (or the inline caller).
   template <class Body>
   void runBody(const char* opName, const MessageSignature& sig, const OpOptions& options,
-               Body& body) {
+               Body& body) REQUIRES(executor_->engine()) {
     // A local rank's failure ends the group here at once, even when the
     // data this call needs happens to be in shared memory already.
     if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
     uint64_t seq = collectiveSeq_++;
     Locality locality{&links_.placement, links_.sharedMemory.get(), links_.route};
-    Comm comm(*links_.transport, contextFor(opName, seq, options), sig, seq, scratch_, locality);
+    Comm comm(transport(), contextFor(opName, seq, options), sig, seq, scratch_, locality);
     try {
       body(comm);
     } catch (...) {
@@ -97,9 +102,9 @@ class GroupImpl {
   GroupConfig config_;
   GroupTransport links_;
   // Touched only by the thread running the group's current operation.
-  uint64_t collectiveSeq_ = 0;
-  uint64_t p2pSeq_ = 0;
-  ScratchArena scratch_;
+  uint64_t collectiveSeq_ GUARDED_BY(executor_->engine()) = 0;
+  uint64_t p2pSeq_ GUARDED_BY(executor_->engine()) = 0;
+  ScratchArena scratch_ GUARDED_BY(executor_->engine());
   std::unique_ptr<Executor> executor_;
 };
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "common/crypto.h"
 #include "common/env.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/socket.h"
 #include "meshcomm/error.h"
 #include "meshcomm/process_group.h"
@@ -109,6 +109,9 @@ ParsedUrl parseTcpUrl(const std::string& url) {
 
 }  // namespace
 
+// The job as this rank joined it. Everything but the group registry is set
+// while joining and read-only until shutdown(); the registry (groups,
+// incarnations) may be used from any thread, under mu.
 class WorldImpl {
  public:
   int rank = 0;
@@ -127,14 +130,14 @@ class WorldImpl {
   std::shared_ptr<Store> jobStore;       // keys of this incarnation of the job
   std::string jobPrefix;
 
-  mutable std::mutex mu;
-  std::map<std::string, std::shared_ptr<ProcessGroup>> groups;  // GUARDED_BY(mu)
-  std::map<std::string, int> incarnations;                      // GUARDED_BY(mu)
+  mutable Mutex mu;
+  std::map<std::string, std::shared_ptr<ProcessGroup>> groups GUARDED_BY(mu);
+  std::map<std::string, int> incarnations GUARDED_BY(mu);
   std::shared_ptr<ProcessGroup> world;
 
   std::shared_ptr<ProcessGroup> createGroup(const std::string& name, std::vector<int> members,
-                                            std::chrono::milliseconds groupTimeout);
-  void shutdown();
+                                            std::chrono::milliseconds groupTimeout) EXCLUDES(mu);
+  void shutdown() EXCLUDES(mu);
 };
 
 std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
@@ -142,7 +145,7 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
                                                      std::chrono::milliseconds groupTimeout) {
   int incarnation;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     incarnation = incarnations[name]++;
   }
   const int groupRank =
@@ -201,7 +204,7 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   GroupConfig config{name, groupRank, members, groupTimeout};
   auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(links));
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   groups[name] = group;
   return group;
 }
@@ -209,7 +212,7 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
 void WorldImpl::shutdown() {
   std::map<std::string, std::shared_ptr<ProcessGroup>> doomed;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     doomed.swap(groups);
   }
   doomed.clear();
@@ -444,7 +447,7 @@ std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std:
 
 std::shared_ptr<ProcessGroup> World::findGroup(const std::string& name) const {
   if (name == kWorldGroupName || name == kWorldGroupAlias) return impl_->world;
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   auto it = impl_->groups.find(name);
   return it == impl_->groups.end() ? nullptr : it->second;
 }
@@ -455,7 +458,7 @@ void World::destroyGroup(const std::string& name) {
   }
   std::shared_ptr<ProcessGroup> doomed;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     auto it = impl_->groups.find(name);
     if (it == impl_->groups.end()) {
       throw InvalidArgument("no group named '" + name + "' on this rank");
@@ -466,7 +469,7 @@ void World::destroyGroup(const std::string& name) {
 }
 
 std::vector<std::string> World::groupNames() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   std::vector<std::string> names;
   for (const auto& [name, group] : impl_->groups) names.push_back(name);
   return names;

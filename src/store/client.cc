@@ -65,6 +65,11 @@ TCPStoreClient::TCPStoreClient(std::string host, uint16_t port,
   handshake(authToken, local, deadline);
 }
 
+void TCPStoreClient::breakWith(const std::string& why) {
+  brokenWhy_ = why;
+  fd_.reset();
+}
+
 void TCPStoreClient::handshake(const std::string& authToken, bool local,
                                const Deadline& deadline) {
   Bytes flags = store::encodeU64(local ? store::kHelloFlagLocal : 0);
@@ -73,7 +78,10 @@ void TCPStoreClient::handshake(const std::string& authToken, bool local,
   bool authRequired = hello.size() == 2 && hello[0].size() == 1 && hello[0][0] == 1;
   if (!authRequired) return;
   if (authToken.empty()) {
-    fd_.reset();
+    {
+      MutexLock lock(mu_);
+      fd_.reset();
+    }
     throw StoreError("the store at " + endpoint_ +
                      " requires authentication but this process has no token; "
                      "set MESHCOMM_AUTH_TOKEN (or pass auth_token) to the job's token");
@@ -105,7 +113,7 @@ std::vector<Bytes> TCPStoreClient::call(
     case Status::kAuthRequired:
     case Status::kAuthFailed:
     case Status::kBadRequest: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       brokenWhy_ = message();
       fd_.reset();
       throw StoreError("store " + endpoint_ + " refused the connection: " + message());
@@ -117,15 +125,11 @@ std::vector<Bytes> TCPStoreClient::call(
 Frame TCPStoreClient::roundTrip(Op op,
                                 const std::vector<std::span<const uint8_t>>& args,
                                 const Deadline& deadline) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!brokenWhy_.empty()) {
     throw StoreError("connection to the store at " + endpoint_ +
                      " is unusable: " + brokenWhy_);
   }
-  auto breakWith = [&](const std::string& why) {
-    brokenWhy_ = why;
-    fd_.reset();
-  };
   sendBuffer_.clear();
   store::encodeFrame(static_cast<uint8_t>(op), args, &sendBuffer_);
   IoResult r = sendAll(fd_.get(), sendBuffer_.data(), sendBuffer_.size(), deadline);

@@ -5,17 +5,19 @@
 // waits for its response; a connection whose response never came is
 // abandoned (its stream would be out of step) and later calls fail fast.
 //
-// Thread-safety: calls are serialised by an internal mutex.
+// Thread-safety: calls are serialised by an internal mutex (mu_), which
+// guards the connection and its buffers.
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/deadline.h"
 #include "common/fd.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "meshcomm/store.h"
 #include "store/protocol.h"
 
@@ -33,28 +35,31 @@ class TCPStoreClient {
   // Timeout for a kTimeout response or a missing response, StoreError for
   // every other failure.
   std::vector<Bytes> call(store::Op op, const std::vector<std::span<const uint8_t>>& args,
-                          const Deadline& deadline);
+                          const Deadline& deadline) EXCLUDES(mu_);
 
   const std::string& endpoint() const { return endpoint_; }
 
  private:
   store::Frame roundTrip(store::Op op,
                          const std::vector<std::span<const uint8_t>>& args,
-                         const Deadline& deadline);
-  void handshake(const std::string& authToken, bool local, const Deadline& deadline);
+                         const Deadline& deadline) EXCLUDES(mu_);
+  void handshake(const std::string& authToken, bool local, const Deadline& deadline)
+      EXCLUDES(mu_);
+  // Abandons the connection: later calls fail, saying `why`.
+  void breakWith(const std::string& why) REQUIRES(mu_);
 
   std::string host_;
   uint16_t port_;
   std::string endpoint_;
   StoreLimits limits_;
-  std::mutex mu_;
-  Fd fd_;                  // GUARDED_BY(mu_)
-  std::string brokenWhy_;  // GUARDED_BY(mu_); non-empty once unusable
-  Bytes sendBuffer_;       // GUARDED_BY(mu_)
-  Bytes recvBuffer_;       // GUARDED_BY(mu_)
+  Mutex mu_;
+  Fd fd_ GUARDED_BY(mu_);
+  std::string brokenWhy_ GUARDED_BY(mu_);  // non-empty once unusable
+  Bytes sendBuffer_ GUARDED_BY(mu_);
+  Bytes recvBuffer_ GUARDED_BY(mu_);
   std::chrono::microseconds spin_;  // busy-poll for a response before sleeping
-  int spinMisses_ = 0;              // GUARDED_BY(mu_): spins in a row that timed out
-  uint32_t requestsSinceMiss_ = 0;  // GUARDED_BY(mu_)
+  int spinMisses_ GUARDED_BY(mu_) = 0;  // spins in a row that timed out
+  uint32_t requestsSinceMiss_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace meshcomm

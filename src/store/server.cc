@@ -110,8 +110,10 @@ TCPStoreServer::~TCPStoreServer() {
 }
 
 int TCPStoreServer::waitForWorkers(int count, const Deadline& deadline) {
-  std::unique_lock<std::mutex> lock(workersMu_);
-  workersCv_.wait_until(lock, deadline.at(), [&] { return workers_ >= count; });
+  MutexLock lock(workersMu_);
+  while (workers_ < count) {
+    if (!workersCv_.waitUntil(workersMu_, deadline.at())) break;
+  }
   return workers_;
 }
 
@@ -408,9 +410,9 @@ void TCPStoreServer::handleHandshake(Connection& c, Frame& frame) {
     respond(c, Status::kOk, {});
   }
   if (c.worker) {
-    std::lock_guard<std::mutex> lock(workersMu_);
+    MutexLock lock(workersMu_);
     ++workers_;
-    workersCv_.notify_all();
+    workersCv_.notifyAll();
   }
 }
 

@@ -8,15 +8,14 @@
 // itself so the client's stream never falls out of step.
 //
 // Thread-safety: the constructor, destructor, port() and waitForWorkers()
-// may be called from any thread; all state is owned by the loop thread.
+// may be called from any thread. The count of arrived workers is guarded by
+// workersMu_; all other state is owned by the loop thread.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +23,8 @@
 
 #include "common/deadline.h"
 #include "common/fd.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "meshcomm/store.h"
 #include "store/protocol.h"
 
@@ -45,7 +46,7 @@ class TCPStoreServer {
   // Waits until `count` worker clients (not the server's own) have
   // connected and authenticated. Returns how many had arrived when it
   // returned (>= count on success, fewer on deadline).
-  int waitForWorkers(int count, const Deadline& deadline);
+  int waitForWorkers(int count, const Deadline& deadline) EXCLUDES(workersMu_);
 
  private:
   struct Connection;
@@ -63,7 +64,7 @@ class TCPStoreServer {
   bool flushOutput(Connection& c);
   void onWritable(Connection& c);
   void handleFrame(Connection& c, store::Frame frame);
-  void handleHandshake(Connection& c, store::Frame& frame);
+  void handleHandshake(Connection& c, store::Frame& frame) EXCLUDES(workersMu_);
   void handleCommand(Connection& c, store::Frame& frame);
   // Answers a parked request if its keys exist; returns whether it did.
   bool tryCompleteWaiter(Connection& c);
@@ -98,9 +99,9 @@ class TCPStoreServer {
   Bytes readBuffer_;  // shared by every connection's reads
   std::vector<ConnId> resume_;  // connections with input behind a finished wait
 
-  std::mutex workersMu_;
-  std::condition_variable workersCv_;
-  int workers_ = 0;  // GUARDED_BY(workersMu_)
+  Mutex workersMu_;
+  CondVar workersCv_;  // waits under workersMu_
+  int workers_ GUARDED_BY(workersMu_) = 0;
 
   std::thread thread_;
 };

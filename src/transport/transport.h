@@ -12,8 +12,10 @@
 // the operation fails with Mismatch. Messages with no matching receive yet
 // are buffered (bounded by MESHCOMM_MAX_UNEXPECTED_BYTES).
 //
-// Thread-safety: not thread-safe. The group's executor guarantees one
-// thread at a time drives a transport.
+// Thread-safety: not thread-safe, except wakeProgress(). The group's
+// executor guarantees one thread at a time drives a transport: the holder
+// of its engine lock, which guards the transport (GUARDED_BY in
+// runtime/executor.h, checked by clang's -Wthread-safety).
 #pragma once
 
 #include <chrono>

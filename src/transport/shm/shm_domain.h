@@ -33,7 +33,9 @@
 // for point-to-point messages (shm_transport.h); they share the abort
 // line, the wake-up futex and the liveness checks with the rounds.
 //
-// Thread-safety: one operation at a time (the group's executor).
+// Thread-safety: one operation at a time (the group's executor), except
+// notify(), which any thread may call (it touches only the segment's
+// atomics).
 #pragma once
 
 #include <sys/types.h>

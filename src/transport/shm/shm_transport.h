@@ -13,7 +13,8 @@
 // Failures go through the domain's abort line: a Mismatch, a corrupt
 // header, a timeout or a dead peer on one rank fails every local rank.
 //
-// Thread-safety: as Transport (one driving thread at a time).
+// Thread-safety: as Transport: one driving thread at a time, and
+// wakeProgress() (the domain's notify()) from any thread.
 #pragma once
 
 #include <deque>
