@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make test-long: sanitizer builds of the C++ suite, the Python suite under
-# the release build, and a bounded libFuzzer run of the store frame decoder.
+# the release build, and bounded libFuzzer runs of the store's frame
+# decoder and the TCP transport's receive path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -31,7 +32,7 @@ cmake --build build-tsan -j "$JOBS" --target meshcomm_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 MESHCOMM_TEST_BOUND_SCALE=3 \
   run_cpp_suite build-tsan
 
-echo "== libFuzzer: store frame decoder (${FUZZ_SECONDS:-120} s) =="
+echo "== libFuzzer: store frames and transport frames (${FUZZ_SECONDS:-120} s each) =="
 if command -v clang++ >/dev/null; then
   make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120} || failed+=("fuzz run")
 else

@@ -1,0 +1,204 @@
+// Which algorithm runs a collective (src/collectives/tuning.h): the
+// defaults per route and group size at the crossovers docs/tuning.md
+// records, and the MESHCOMM_ALGO_* overrides, accepted or refused with an
+// InvalidArgument that names the variable.
+//
+// choose*() and pipelineChunkBytes() read their variable once per process
+// and keep it (a function-local static), so each environment is tried in
+// a forked child that calls them for the first time. This process must
+// never call them itself: every multi-process test forks its ranks from
+// here, and a value cached here would reach them all, silently overriding
+// the MESHCOMM_ALGO_* their jobs set.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ostream>
+#include <string>
+
+#include "caught_error.h"
+#include "collectives/tuning.h"
+#include "multiprocess.h"
+
+namespace meshcomm {
+
+// So that EXPECT_EQ on an Algorithm prints its name.
+static void PrintTo(Algorithm a, std::ostream* os) { *os << algorithmName(a); }
+
+namespace test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t KiB = 1024;
+constexpr size_t MiB = 1024 * 1024;
+
+// ---- defaults --------------------------------------------------------------------
+
+// One host: one-shot up to 256 KiB at P=2, 64 KiB at P<=4, 16 KiB beyond;
+// slice-parallel reduce-scatter above.
+TEST(TuningDefaults, AllReduceOnSharedMemory) {
+  const std::pair<int, size_t> crossovers[] = {{2, 256 * KiB}, {3, 64 * KiB}, {4, 64 * KiB},
+                                               {5, 16 * KiB},  {8, 16 * KiB}};
+  for (auto [p, oneShotUpTo] : crossovers) {
+    EXPECT_EQ(defaultAllReduce(8, p, Route::kShm), Algorithm::kShmOneShot) << "P=" << p;
+    EXPECT_EQ(defaultAllReduce(oneShotUpTo, p, Route::kShm), Algorithm::kShmOneShot) << "P=" << p;
+    EXPECT_EQ(defaultAllReduce(oneShotUpTo + 1, p, Route::kShm), Algorithm::kShmReduceScatter) << "P=" << p;
+  }
+}
+
+// TCP: recursive doubling up to 1 MiB on two ranks, 64 KiB on more; the
+// ring above.
+TEST(TuningDefaults, AllReduceOverTcp) {
+  EXPECT_EQ(defaultAllReduce(MiB, 2, Route::kTcp), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(defaultAllReduce(MiB + 1, 2, Route::kTcp), Algorithm::kRing);
+  for (int p : {3, 4, 5, 8}) {
+    EXPECT_EQ(defaultAllReduce(64 * KiB, p, Route::kTcp), Algorithm::kRecursiveDoubling) << "P=" << p;
+    EXPECT_EQ(defaultAllReduce(64 * KiB + 1, p, Route::kTcp), Algorithm::kRing) << "P=" << p;
+  }
+}
+
+// Broadcast over TCP: a chain from 1 MiB when there are more than two
+// ranks (with two, the tree is the chain); reduce: reduce-scatter + gather
+// from 256 KiB on more than two ranks.
+TEST(TuningDefaults, BroadcastAndReduceOverTcp) {
+  for (int p : {3, 5, 8}) {
+    EXPECT_EQ(defaultBroadcast(MiB - 1, p, Route::kTcp), Algorithm::kBinomialTree) << "P=" << p;
+    EXPECT_EQ(defaultBroadcast(MiB, p, Route::kTcp), Algorithm::kChain) << "P=" << p;
+    EXPECT_EQ(defaultReduce(256 * KiB - 1, p, Route::kTcp), Algorithm::kBinomialTree) << "P=" << p;
+    EXPECT_EQ(defaultReduce(256 * KiB, p, Route::kTcp), Algorithm::kReduceScatterGather) << "P=" << p;
+  }
+  EXPECT_EQ(defaultBroadcast(64 * MiB, 2, Route::kTcp), Algorithm::kBinomialTree);
+  EXPECT_EQ(defaultReduce(64 * MiB, 2, Route::kTcp), Algorithm::kBinomialTree);
+}
+
+// Shared memory and several hosts have one algorithm each, at every size.
+TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
+  for (size_t bytes : {size_t{0}, size_t{8}, 64 * MiB}) {
+    EXPECT_EQ(defaultBroadcast(bytes, 4, Route::kShm), Algorithm::kShm);
+    EXPECT_EQ(defaultReduce(bytes, 4, Route::kShm), Algorithm::kShm);
+    EXPECT_EQ(defaultAllReduce(bytes, 4, Route::kHierarchical), Algorithm::kHierarchical);
+    EXPECT_EQ(defaultBroadcast(bytes, 4, Route::kHierarchical), Algorithm::kHierarchical);
+    EXPECT_EQ(defaultReduce(bytes, 4, Route::kHierarchical), Algorithm::kHierarchical);
+  }
+}
+
+TEST(TuningDefaults, AlgorithmNamesAreTheVariablesSpelling) {
+  EXPECT_STREQ(algorithmName(Algorithm::kRing), "ring");
+  EXPECT_STREQ(algorithmName(Algorithm::kShmReduceScatter), "shm_rsag");
+  EXPECT_STREQ(algorithmName(Algorithm::kReduceScatterGather), "reduce_scatter_gather");
+  EXPECT_STREQ(algorithmName(Algorithm::kAuto), "auto");
+}
+
+// ---- overrides, each in a fresh process ----------------------------------------------
+
+// Runs checks (CHILD_CHECKs) in a forked child whose environment has
+// `variable`=`value` (unset when value is null) before anything reads it.
+void inFreshProcess(const char* variable, const char* value, const std::function<void()>& checks) {
+  auto statuses = runChildren(
+      1,
+      [&](int) {
+        if (value != nullptr) {
+          ::setenv(variable, value, 1);
+        } else {
+          ::unsetenv(variable);
+        }
+        checks();
+        return kExitOk;
+      },
+      10s);
+  EXPECT_TRUE(allOk(statuses)) << variable << "=" << (value ? value : "(unset)") << "\n"
+                               << describeAll(statuses);
+}
+
+// The InvalidArgument f throws names the variable and says `says`.
+void expectRefused(const std::function<void()>& f, const char* variable, const std::string& says) {
+  std::string what;
+  const Caught c = catchError(f, &what);
+  CHILD_CHECK(c == Caught::kInvalidArgument, "got " << caughtName(c) << ": " << what);
+  CHILD_CHECK(what.find(variable) != std::string::npos, "the message does not name " << variable << ": " << what);
+  CHILD_CHECK(what.find(says) != std::string::npos, "the message does not say '" << says << "': " << what);
+}
+
+TEST(TuningForced, UnsetOrAutoLeavesTheDefault) {
+  for (const char* value : {static_cast<const char*>(nullptr), "", "auto"}) {
+    inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", value, [] {
+      CHILD_CHECK(chooseAllReduce(8, 4, Route::kTcp) == Algorithm::kRecursiveDoubling);
+      CHILD_CHECK(chooseAllReduce(MiB, 4, Route::kTcp) == Algorithm::kRing);
+      CHILD_CHECK(chooseAllReduce(MiB, 4, Route::kShm) == Algorithm::kShmReduceScatter);
+    });
+  }
+}
+
+TEST(TuningForced, AnAlgorithmOfTheCollectiveIsTakenAtEverySize) {
+  inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "ring", [] {
+    CHILD_CHECK(chooseAllReduce(8, 4, Route::kTcp) == Algorithm::kRing);
+    // The TCP algorithms run on any route.
+    CHILD_CHECK(chooseAllReduce(8, 4, Route::kShm) == Algorithm::kRing);
+  });
+  inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "shm_oneshot",
+                 [] { CHILD_CHECK(chooseAllReduce(64 * MiB, 4, Route::kShm) == Algorithm::kShmOneShot); });
+  inFreshProcess("MESHCOMM_ALGO_BROADCAST", "chain",
+                 [] { CHILD_CHECK(chooseBroadcast(8, 2, Route::kTcp) == Algorithm::kChain); });
+  inFreshProcess("MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather",
+                 [] { CHILD_CHECK(chooseReduce(8, 3, Route::kTcp) == Algorithm::kReduceScatterGather); });
+}
+
+// A shared-memory algorithm where the group's ranks use TCP (or a
+// hierarchical one on a single host) cannot run: refused, naming the
+// variable and the route. A group of one runs nothing, so it takes any.
+TEST(TuningForced, AnAlgorithmTheRouteCannotRunIsRefused) {
+  inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "shm_oneshot", [] {
+    expectRefused([] { chooseAllReduce(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_ALLREDUCE='shm_oneshot'",
+                  "cannot run here: this group's ranks use TCP between every rank");
+    CHILD_CHECK(chooseAllReduce(8, 1, Route::kTcp) == Algorithm::kShmOneShot);
+  });
+  inFreshProcess("MESHCOMM_ALGO_BROADCAST", "hierarchical", [] {
+    expectRefused([] { chooseBroadcast(8, 4, Route::kShm); }, "MESHCOMM_ALGO_BROADCAST", "shared memory on one host");
+  });
+}
+
+// A name no algorithm has, or one of another collective's algorithms, is
+// refused with the list of the collective's own.
+TEST(TuningForced, AnUnknownOrForeignNameIsRefusedWithTheChoices) {
+  inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "rign", [] {
+    expectRefused([] { chooseAllReduce(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_ALLREDUCE",
+                  "'rign' is not one of: auto, ring, recursive_doubling, shm_oneshot, shm_rsag, "
+                  "shm_single_copy, hierarchical");
+  });
+  inFreshProcess("MESHCOMM_ALGO_BROADCAST", "ring", [] {
+    expectRefused([] { chooseBroadcast(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_BROADCAST",
+                  "is not one of: auto, binomial_tree, chain, shm, hierarchical");
+  });
+  inFreshProcess("MESHCOMM_ALGO_REDUCE", "chain", [] {
+    expectRefused([] { chooseReduce(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_REDUCE",
+                  "is not one of: auto, binomial_tree, reduce_scatter_gather, shm, hierarchical");
+  });
+}
+
+// The variable is read at the first call and kept: a later change of the
+// environment has no effect in that process (so a job's ranks cannot
+// change algorithm midway).
+TEST(TuningForced, TheValueIsReadOncePerProcess) {
+  inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "ring", [] {
+    CHILD_CHECK(chooseAllReduce(8, 4, Route::kTcp) == Algorithm::kRing);
+    ::setenv("MESHCOMM_ALGO_ALLREDUCE", "recursive_doubling", 1);
+    CHILD_CHECK(chooseAllReduce(8, 4, Route::kTcp) == Algorithm::kRing);
+  });
+}
+
+// Pipelined chunks: 1 MiB by default, MESHCOMM_CHUNK_BYTES with a floor of
+// 4 KiB, never more than the message (nor less than a byte).
+TEST(TuningForced, PipelineChunks) {
+  inFreshProcess("MESHCOMM_CHUNK_BYTES", nullptr, [] {
+    CHILD_CHECK(pipelineChunkBytes(64 * MiB) == MiB);
+    CHILD_CHECK(pipelineChunkBytes(1000) == 1000);
+    CHILD_CHECK(pipelineChunkBytes(0) == 1);
+  });
+  inFreshProcess("MESHCOMM_CHUNK_BYTES", "6000", [] { CHILD_CHECK(pipelineChunkBytes(MiB) == 6000); });
+  inFreshProcess("MESHCOMM_CHUNK_BYTES", "100", [] { CHILD_CHECK(pipelineChunkBytes(MiB) == 4096); });
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace meshcomm
