@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "caught_error.h"
 #include "shm_views.h"
+#include "transport_drive.h"
 #include "transport/wire.h"
 
 namespace meshcomm::test {
@@ -66,12 +66,9 @@ using ShmDomainTest = ShmTest;
 TEST_F(ShmDomainTest, LastRankToAttachUnlinksTheName) {
   const ShmGeometry g;
   const std::string name = uniqueShmName();
-  const size_t bytes = ShmDomain::segmentBytes(2, g.slotBytes, g.ringBytes);
-  ShmSegment created = ShmSegment::create(name, bytes);
-  ShmDomain::format(created.data(), 2, g.slotBytes, g.chunkBytes, g.ringBytes);
-  ShmDomain first(viewOptions(0, g), std::move(created));
+  ShmDomain first(viewOptions(0, g), createFormattedSegment(name, g));
   EXPECT_TRUE(shmEntryExists(name));
-  ShmDomain second(viewOptions(1, g), ShmSegment::open(name, bytes));
+  ShmDomain second(viewOptions(1, g), openSegment(name, g));
   EXPECT_FALSE(shmEntryExists(name));
   EXPECT_EQ(first.pidOf(1), ::getpid());
 }
@@ -79,14 +76,11 @@ TEST_F(ShmDomainTest, LastRankToAttachUnlinksTheName) {
 TEST_F(ShmDomainTest, ViewThatDisagreesAboutTheLayoutIsRefused) {
   const ShmGeometry g;
   const std::string name = uniqueShmName();
-  const size_t bytes = ShmDomain::segmentBytes(2, g.slotBytes, g.ringBytes);
-  ShmSegment created = ShmSegment::create(name, bytes);
-  ShmDomain::format(created.data(), 2, g.slotBytes, g.chunkBytes, g.ringBytes);
-  ShmDomain first(viewOptions(0, g), std::move(created));
+  ShmDomain first(viewOptions(0, g), createFormattedSegment(name, g));
   ShmGeometry other = g;
   other.chunkBytes = g.chunkBytes / 2;  // same segment size, another layout
   std::string what;
-  EXPECT_EQ(catchError([&] { ShmDomain second(viewOptions(1, other), ShmSegment::open(name, bytes)); }, &what),
+  EXPECT_EQ(catchError([&] { ShmDomain second(viewOptions(1, other), openSegment(name, g)); }, &what),
             Caught::kOtherError);
   EXPECT_NE(what.find("does not have the expected layout"), std::string::npos) << what;
   // The refused view never attached, so the name stays until its creator
@@ -99,6 +93,7 @@ struct AbortCase {
   wire::AbortReason reason;
   Caught raises;
 };
+void PrintTo(const AbortCase& c, std::ostream* os) { *os << c.name; }
 
 class ShmAbortLine : public ShmTest, public ::testing::WithParamInterface<AbortCase> {};
 
@@ -140,11 +135,7 @@ TEST_F(ShmDomainTest, AbortMessageIsTruncatedToTheLine) {
 // ---- point-to-point through the rings --------------------------------------------------
 
 OpContext context(std::chrono::milliseconds timeout) {
-  OpContext c;
-  c.group = "shm_test_group";
-  c.op = "test exchange";
-  c.deadline = Deadline::after(timeout);
-  return c;
+  return opContext("shm_test_group", "test exchange", timeout);
 }
 
 const MessageSignature kSig{4, 1, 0, 16, 0};
@@ -159,30 +150,8 @@ class ShmTransportPair : public ShmTest {
 // Messages of up to 256 rings' worth both ways at once, each side on its
 // own thread: the sender refills the ring as the receiver drains it.
 TEST_F(ShmTransportPair, MessagesLargerThanTheRingBothWays) {
-  const std::vector<size_t> sizes = {0, 1, 63, 64, 4096, 4097, size_t{1} << 20};
-  auto side = [&](ShmTransport& t, int peer, uint8_t mine, uint8_t theirs) {
-    std::vector<Bytes> out, in;
-    std::vector<RequestPtr> reqs;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      out.emplace_back(sizes[i], static_cast<uint8_t>(mine + i));
-      in.emplace_back(sizes[i], 0);
-    }
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      reqs.push_back(t.postSend(peer, i, kSig, out[i].data(), out[i].size()));
-      reqs.push_back(t.postRecv(peer, i, kSig, in[i].data(), in[i].size()));
-    }
-    t.wait(reqs, context(20s));
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (in[i] != Bytes(sizes[i], static_cast<uint8_t>(theirs + i))) {
-        throw Error("message " + std::to_string(i) + " arrived damaged");
-      }
-    }
-  };
   std::string what0, what1;
-  Caught c0 = Caught::kNone;
-  std::thread t([&] { c0 = catchError([&] { side(*rank0_, 1, 10, 50); }, &what0); });
-  Caught c1 = catchError([&] { side(*rank1_, 0, 50, 10); }, &what1);
-  t.join();
+  auto [c0, c1] = exchangeBothWays(*rank0_, *rank1_, {0, 1, 63, 64, 4096, 4097, size_t{1} << 20}, &what0, &what1);
   EXPECT_EQ(c0, Caught::kNone) << what0;
   EXPECT_EQ(c1, Caught::kNone) << what1;
 }

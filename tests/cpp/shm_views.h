@@ -68,21 +68,29 @@ inline ShmDomainOptions viewOptions(int localRank, const ShmGeometry& g) {
   return o;
 }
 
+// Creates and formats a segment for two local ranks, as a host's first
+// rank does before it publishes the name.
+inline ShmSegment createFormattedSegment(const std::string& name, const ShmGeometry& g) {
+  ShmSegment created = ShmSegment::create(name, ShmDomain::segmentBytes(2, g.slotBytes, g.ringBytes));
+  ShmDomain::format(created.data(), 2, g.slotBytes, g.chunkBytes, g.ringBytes);
+  return created;
+}
+
+inline ShmSegment openSegment(const std::string& name, const ShmGeometry& g) {
+  return ShmSegment::open(name, ShmDomain::segmentBytes(2, g.slotBytes, g.ringBytes));
+}
+
 class TwoShmViews {
  public:
-  explicit TwoShmViews(ShmGeometry g = {}) : geometry_(g), name_(uniqueShmName()) {
-    const size_t bytes = ShmDomain::segmentBytes(2, g.slotBytes, g.ringBytes);
-    ShmSegment created = ShmSegment::create(name_, bytes);
-    ShmDomain::format(created.data(), 2, g.slotBytes, g.chunkBytes, g.ringBytes);
-    first_ = std::make_unique<ShmDomain>(viewOptions(0, g), std::move(created));
-    second_ = std::make_unique<ShmDomain>(viewOptions(1, g), ShmSegment::open(name_, bytes));
+  explicit TwoShmViews(ShmGeometry g = {}) : name_(uniqueShmName()) {
+    first_ = std::make_unique<ShmDomain>(viewOptions(0, g), createFormattedSegment(name_, g));
+    second_ = std::make_unique<ShmDomain>(viewOptions(1, g), openSegment(name_, g));
   }
 
   ShmDomain& view(int local) { return local == 0 ? *first_ : *second_; }
   const std::string& name() const { return name_; }
 
  private:
-  ShmGeometry geometry_;
   std::string name_;
   std::unique_ptr<ShmDomain> first_;
   std::unique_ptr<ShmDomain> second_;

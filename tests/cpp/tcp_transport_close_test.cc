@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "caught_error.h"
 #include "store_fixture.h"
 #include "tcp_peer.h"
+#include "transport_drive.h"
 
 namespace meshcomm::test {
 namespace {
@@ -22,13 +22,7 @@ using namespace std::chrono_literals;
 
 const MessageSignature kSig{7, 3, 0, 100, 0};
 
-OpContext context(std::chrono::milliseconds timeout) {
-  OpContext c;
-  c.group = kTestGroup;
-  c.op = "test receive";
-  c.deadline = Deadline::after(timeout);
-  return c;
-}
+OpContext context(std::chrono::milliseconds timeout) { return opContext(kTestGroup, "test receive", timeout); }
 
 // Where in the stream the peer stops: how many bytes of one 100-byte
 // message frame it writes after the hello.
@@ -50,6 +44,9 @@ struct CloseCase {
   CutPoint cut;
   Ending ending;
 };
+void PrintTo(const CloseCase& c, std::ostream* os) {
+  *os << c.cut.name << (c.ending == Ending::kClose ? ", then close" : ", then reset");
+}
 
 class TcpPeerCloses : public TCPStoreTest {
  protected:

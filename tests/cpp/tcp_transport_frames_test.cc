@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "caught_error.h"
 #include "store_fixture.h"
 #include "tcp_peer.h"
+#include "transport_drive.h"
 
 namespace meshcomm::test {
 namespace {
@@ -24,13 +24,7 @@ using namespace std::chrono_literals;
 
 const MessageSignature kSig{7, 3, 0, 1000, 42};
 
-OpContext context(std::chrono::milliseconds timeout) {
-  OpContext c;
-  c.group = kTestGroup;
-  c.op = "test receive";
-  c.deadline = Deadline::after(timeout);
-  return c;
-}
+OpContext context(std::chrono::milliseconds timeout) { return opContext(kTestGroup, "test receive", timeout); }
 
 Bytes pattern(size_t n, uint8_t seed) {
   Bytes b(n);
@@ -239,6 +233,7 @@ struct AbortCase {
   uint8_t reason;
   Caught raises;
 };
+void PrintTo(const AbortCase& c, std::ostream* os) { *os << c.name; }
 
 class TcpTransportAbortFrame : public TcpTransportFrames,
                                public ::testing::WithParamInterface<AbortCase> {};

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "caught_error.h"
 #include "store_fixture.h"
 #include "tcp_peer.h"
+#include "transport_drive.h"
 
 namespace meshcomm::test {
 namespace {
@@ -23,58 +23,19 @@ using namespace std::chrono_literals;
 
 const MessageSignature kSig{2, 9, 0, 64, 0};
 
-OpContext context(const char* op, std::chrono::milliseconds timeout) {
-  OpContext c;
-  c.group = kTestGroup;
-  c.op = op;
-  c.deadline = Deadline::after(timeout);
-  return c;
-}
-
 class TcpTransportPair : public TCPStoreTest {
  protected:
   std::shared_ptr<TCPStore> server_ = std::make_shared<TCPStore>(serverOptions());
   std::shared_ptr<Store> groupStore_ = std::make_shared<PrefixStore>("group", server_);
   TcpTransport rank0_{twoRankOptions(0, groupStore_)};
   TcpTransport rank1_{twoRankOptions(1, groupStore_)};
-
-  // Runs one function per rank on threads of their own; returns what each threw.
-  std::pair<Caught, Caught> onBothRanks(const std::function<void()>& first,
-                                        const std::function<void()>& second, std::string* whatFirst,
-                                        std::string* whatSecond) {
-    Caught c0 = Caught::kNone;
-    std::thread t([&] { c0 = catchError(first, whatFirst); });
-    Caught c1 = catchError(second, whatSecond);
-    t.join();
-    return {c0, c1};
-  }
 };
 
 // Each rank sends the other one message of every size and receives the
 // other's, all posted before either waits (the ring's full-duplex step).
 TEST_F(TcpTransportPair, MessagesOfEverySizeBothWaysAtOnce) {
-  const std::vector<size_t> sizes = {0, 1, 4097, size_t{8} << 20};
-  auto side = [&](TcpTransport& t, int peer, uint8_t mine, uint8_t theirs) {
-    std::vector<Bytes> out, in;
-    std::vector<RequestPtr> reqs;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      out.emplace_back(sizes[i], static_cast<uint8_t>(mine + i));
-      in.emplace_back(sizes[i], 0);
-    }
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      reqs.push_back(t.postSend(peer, i, kSig, out[i].data(), out[i].size()));
-      reqs.push_back(t.postRecv(peer, i, kSig, in[i].data(), in[i].size()));
-    }
-    t.wait(reqs, context("exchange", 20s));
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (in[i] != Bytes(sizes[i], static_cast<uint8_t>(theirs + i))) {
-        throw Error("message " + std::to_string(i) + " arrived damaged");
-      }
-    }
-  };
   std::string what0, what1;
-  auto [c0, c1] = onBothRanks([&] { side(rank0_, 1, 10, 50); }, [&] { side(rank1_, 0, 50, 10); },
-                              &what0, &what1);
+  auto [c0, c1] = exchangeBothWays(rank0_, rank1_, {0, 1, 4097, size_t{8} << 20}, &what0, &what1);
   EXPECT_EQ(c0, Caught::kNone) << what0;
   EXPECT_EQ(c1, Caught::kNone) << what1;
   EXPECT_EQ(rank0_.connectionCount(), 1);
@@ -88,16 +49,16 @@ TEST_F(TcpTransportPair, MismatchFoundByOneSideIsAMismatchOnBoth) {
   other.dtype = 10;
   std::vector<uint8_t> out(8, 1), in0(8, 0), in1(8, 0);
   std::string what0, what1;
-  auto [c0, c1] = onBothRanks(
+  auto [c0, c1] = onTwoThreads(
       [&] {
         RequestPtr s = rank0_.postSend(1, 3, kSig, out.data(), out.size());
         RequestPtr r = rank0_.postRecv(1, 4, kSig, in0.data(), in0.size());  // never sent
         const RequestPtr both[] = {s, r};
-        rank0_.wait(both, context("sender", 10s));
+        rank0_.wait(both, opContext(kTestGroup, "sender", 10s));
       },
       [&] {
         RequestPtr r = rank1_.postRecv(0, 3, other, in1.data(), in1.size());
-        rank1_.wait({&r, 1}, context("receiver", 10s));
+        rank1_.wait({&r, 1}, opContext(kTestGroup, "receiver", 10s));
       },
       &what0, &what1);
   EXPECT_EQ(c1, Caught::kMismatch) << what1;
@@ -113,14 +74,14 @@ TEST_F(TcpTransportPair, AbortReachesTheBlockedPeerWithItsType) {
   int32_t x = 0, y = 0;  // one buffer per thread
   // Connect first, so the abort has a connection to travel on.
   std::string what0, what1;
-  auto [w0, w1] = onBothRanks(
+  auto [w0, w1] = onTwoThreads(
       [&] {
         RequestPtr s = rank0_.postSend(1, 1, kSig, &x, sizeof(x));
-        rank0_.wait({&s, 1}, context("warm-up", 10s));
+        rank0_.wait({&s, 1}, opContext(kTestGroup, "warm-up", 10s));
       },
       [&] {
         RequestPtr r = rank1_.postRecv(0, 1, kSig, &y, sizeof(y));
-        rank1_.wait({&r, 1}, context("warm-up", 10s));
+        rank1_.wait({&r, 1}, opContext(kTestGroup, "warm-up", 10s));
       },
       &what0, &what1);
   ASSERT_EQ(w0, Caught::kNone) << what0;
@@ -132,7 +93,7 @@ TEST_F(TcpTransportPair, AbortReachesTheBlockedPeerWithItsType) {
   Caught c = catchError(
       [&] {
         RequestPtr r = rank1_.postRecv(0, 2, kSig, &y, sizeof(y));
-        rank1_.wait({&r, 1}, context("blocked", 10s));
+        rank1_.wait({&r, 1}, opContext(kTestGroup, "blocked", 10s));
       },
       &what1);
   aborter.join();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../cpp/tcp_peer.h"
+#include "../cpp/transport_drive.h"
 #include "meshcomm/error.h"
 
 namespace {
@@ -80,11 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       requests.push_back(t.postRecv(0, tag, kSig, buffers.back().data(), buffers.back().size()));
     }
     if (alsoSend) requests.push_back(t.postSend(0, 9, kSig, outgoing.data(), outgoing.size()));
-    OpContext ctx;
-    ctx.group = test::kTestGroup;
-    ctx.op = "fuzzed receive";
-    ctx.deadline = Deadline::after(std::chrono::seconds(5));
-    t.wait(requests, ctx);
+    t.wait(requests, test::opContext(test::kTestGroup, "fuzzed receive", std::chrono::seconds(5)));
   } catch (const Error&) {
     threw = true;  // every malformed stream must end here, never elsewhere
   }
