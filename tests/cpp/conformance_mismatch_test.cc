@@ -1,7 +1,9 @@
 // Ranks that disagree about a collective (count, dtype, op, root, sizes,
 // or which collective at all), on every transport: every rank fails with
 // Mismatch, promptly (far sooner than the group's timeout), and the group
-// stays broken, so the next call fails at once too.
+// stays broken, so the next call fails at once too. The disagreements a
+// transport does not detect yet are listed in knownGap() and run only by
+// the DISABLED_ test below.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -22,9 +22,6 @@ using test::cpuTicks;
 // TCPStoreTest).
 class StoreWireTest : public TCPStoreTest {};
 
-// Descriptors this process has open.
-int openFdsOfSelf() { return test::openFdCount(); }
-
 // A bare protocol connection: sends bytes and reads whole response frames.
 class RawConnection {
  public:
@@ -260,7 +257,7 @@ TEST_F(StoreWireTest, ServerOutOfDescriptorsRefusesClientsFastWithoutSpinning) {
     // epoll, eventfd, and both ends of its own client), and four clients.
     rlimit lim{};
     ::getrlimit(RLIMIT_NOFILE, &lim);
-    lim.rlim_cur = static_cast<rlim_t>(openFdsOfSelf() + 5 + 4);
+    lim.rlim_cur = static_cast<rlim_t>(test::openFdCount() + 5 + 4);
     CHILD_CHECK(::setrlimit(RLIMIT_NOFILE, &lim) == 0, "setrlimit failed");
     TCPStore server(serverOptions(30s));
     portChannel.post(server.port(), 1);

@@ -22,6 +22,7 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
