@@ -165,9 +165,10 @@ const char* knownGap(const TransportCase& transport, const MismatchCase& c) {
            "looks at them, so neither rank ever fails";
   }
   if (transport.kind == TransportKind::kHierarchical && name == "allReduce vs allGather") {
-    return "the rank running all_gather (over TCP) never enters the shared-memory phase its "
-           "host's other rank waits in for the all_reduce, so that rank fails with Timeout at "
-           "the group's deadline instead of with Mismatch";
+    return "the two schedules share no message: rank 2's all_gather ring waits over TCP for "
+           "rank 1, which waits in its host's shared memory for the all_reduce, while rank 0 "
+           "waits over TCP for a leaders' message rank 2 never sends; no receive sees a wrong "
+           "signature, so every rank fails with Timeout at the group's deadline, not Mismatch";
   }
   return nullptr;
 }
