@@ -1,7 +1,7 @@
-// Shared fixture and helpers of the tests that run a TCPStore server in
-// this process (the store's own tests, and the transport tests, whose
-// groups keep their keys in one): a fixture that keeps a token in the
-// suite's environment out, option factories, and small helpers.
+// What the tests that run a TCPStore server in this process share (the
+// store's own tests, and the transport tests, whose groups keep their keys
+// in one): a fixture that keeps a token in the suite's environment out,
+// option factories, and small conversions.
 #pragma once
 
 #include <gtest/gtest.h>
