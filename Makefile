@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 export PYTHONPATH := $(CURDIR)/$(BUILD)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps configure build test test-cpp test-python test-long demo install fuzz clean
+.PHONY: all deps configure build test test-cpp test-python test-python-tcp test-long demo install fuzz clean
 
 all: build
 
@@ -27,13 +27,20 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build
-	$(MAKE) --no-print-directory test-cpp test-python
+	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp
 
 test-cpp:
 	$(BUILD)/bin/meshcomm_tests --gtest_brief=1
 
 test-python:
 	cd tests/python && $(PYTHON) -m pytest -q -p no:cacheprovider .
+
+# The Python suite again with shared memory off, so the ranks of this host
+# talk over TCP (test_transport_choice.py checks that they do). The store's
+# and the launcher's tests make no process group, so they run once.
+test-python-tcp:
+	cd tests/python && MESHCOMM_SHM=0 $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  --ignore=test_store.py --ignore=test_meshrun.py .
 
 # Sanitizer builds, long sweeps and soaks: run before resolving an issue.
 test-long: deps
@@ -45,12 +52,14 @@ demo: deps build
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-# libFuzzer targets (clang); runs each for a bounded time.
+# libFuzzer targets (clang): the store's frame decoder and the TCP
+# transport's receive path, each run for FUZZ_SECONDS (default 60).
 fuzz: deps
 	cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
 	  -DMESHCOMM_BUILD_FUZZERS=ON -DMESHCOMM_BUILD_TESTS=OFF -DMESHCOMM_BUILD_PYTHON=OFF
 	cmake --build $(BUILD)-fuzz -j $(JOBS)
 	$(BUILD)-fuzz/bin/fuzz_store_frame -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
+	$(BUILD)-fuzz/bin/fuzz_transport_frame -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-asan $(BUILD)-tsan $(BUILD)-clang

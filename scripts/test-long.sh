@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test-long: clang's thread-safety analysis over the whole tree,
-# sanitizer builds of the C++ suite, the Python suite under the release
-# build, and a bounded libFuzzer run of the store frame decoder.
+# sanitizer builds of the C++ suite, and bounded libFuzzer runs of the
+# store's frame decoder and the TCP transport's receive path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -66,7 +66,7 @@ cmake --build build-tsan -j "$JOBS" --target meshcomm_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 MESHCOMM_TEST_BOUND_SCALE=3 \
   run_cpp_suite build-tsan
 
-echo "== libFuzzer: store frame decoder (${FUZZ_SECONDS:-120} s) =="
+echo "== libFuzzer: store frames and transport frames (${FUZZ_SECONDS:-120} s each) =="
 if [[ $have_clang -eq 1 ]]; then
   make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120} || failed+=("fuzz run")
 else

@@ -65,7 +65,9 @@
 #include "meshcomm/process_group.h"
 #include "meshcomm/store.h"
 #include "meshcomm/types.h"
+#include "caught_error.h"
 #include "multiprocess.h"
+#include "process_stats.h"
 
 namespace meshcomm::test {
 
@@ -91,51 +93,6 @@ inline uint64_t monoNowNs() {
 
 inline double msBetween(uint64_t fromNs, uint64_t toNs) {
   return (static_cast<double>(toNs) - static_cast<double>(fromNs)) / 1e6;
-}
-
-// ---- process resources ------------------------------------------------------------
-
-inline int countDirEntries(const char* path) {
-  DIR* d = ::opendir(path);
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  ::closedir(d);
-  return n - (std::strcmp(path, "/proc/self/fd") == 0 ? 1 : 0);  // opendir's own fd
-}
-inline int openFdCount() { return countDirEntries("/proc/self/fd"); }
-
-// "fd -> target" for every open descriptor, for failure messages.
-inline std::string fdListing() {
-  std::string out;
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return out;
-  const int own = ::dirfd(d);
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.' || std::atoi(e->d_name) == own) continue;
-    char target[256] = {0};
-    std::string path = std::string("/proc/self/fd/") + e->d_name;
-    ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
-    out += std::string(e->d_name) + "->" + (n > 0 ? std::string(target, static_cast<size_t>(n)) : "?") + " ";
-  }
-  ::closedir(d);
-  return out;
-}
-inline int threadCount() { return countDirEntries("/proc/self/task"); }
-
-// Polls count() until it is at most `limit` or `bound` passes; returns the
-// last value. Threads and server-side sockets disappear asynchronously.
-inline int settleTo(const std::function<int()>& count, int limit,
-                    std::chrono::milliseconds bound) {
-  auto until = std::chrono::steady_clock::now() + bound;
-  int v = count();
-  while (v > limit && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    v = count();
-  }
-  return v;
 }
 
 // ---- 16-bit float encodings (exact values only) -------------------------------------
@@ -522,54 +479,6 @@ inline void canonicalizeComplexZeros(DType d, void* data, size_t n) {
     for (size_t i = 0; i < 2 * n; ++i) {
       if (f[i] == 0.0) f[i] = 0.0;
     }
-  }
-}
-
-// Runs f and returns what it threw: 0 nothing, else which error class, with
-// the message in *what.
-enum class Caught { kNone, kTimeout, kPeerLost, kMismatch, kInterrupted, kAborted, kInvalidArgument, kOtherError, kOther };
-inline const char* caughtName(Caught c) {
-  switch (c) {
-    case Caught::kNone: return "no error";
-    case Caught::kTimeout: return "Timeout";
-    case Caught::kPeerLost: return "PeerLost";
-    case Caught::kMismatch: return "Mismatch";
-    case Caught::kInterrupted: return "Interrupted";
-    case Caught::kAborted: return "Aborted";
-    case Caught::kInvalidArgument: return "InvalidArgument";
-    case Caught::kOtherError: return "another meshcomm::Error";
-    case Caught::kOther: return "a non-meshcomm exception";
-  }
-  return "?";
-}
-inline Caught catchError(const std::function<void()>& f, std::string* what = nullptr) {
-  try {
-    f();
-    return Caught::kNone;
-  } catch (const Timeout& e) {
-    if (what) *what = e.what();
-    return Caught::kTimeout;
-  } catch (const PeerLost& e) {
-    if (what) *what = e.what();
-    return Caught::kPeerLost;
-  } catch (const Mismatch& e) {
-    if (what) *what = e.what();
-    return Caught::kMismatch;
-  } catch (const Interrupted& e) {
-    if (what) *what = e.what();
-    return Caught::kInterrupted;
-  } catch (const Aborted& e) {
-    if (what) *what = e.what();
-    return Caught::kAborted;
-  } catch (const InvalidArgument& e) {
-    if (what) *what = e.what();
-    return Caught::kInvalidArgument;
-  } catch (const Error& e) {
-    if (what) *what = e.what();
-    return Caught::kOtherError;
-  } catch (const std::exception& e) {
-    if (what) *what = e.what();
-    return Caught::kOther;
   }
 }
 

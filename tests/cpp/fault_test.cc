@@ -24,14 +24,12 @@
 
 #include "collective_harness.h"
 #include "meshcomm/interrupt.h"
+#include "sanitizers.h"
 
-namespace meshcomm {
+namespace meshcomm::test {
 namespace {
 
 using namespace std::chrono_literals;
-using test::Buffer;
-using test::Domain;
-using test::RankEnv;
 
 constexpr double kDetectMs = 2000;  // the bound on noticing a dead peer
 
@@ -43,11 +41,7 @@ constexpr double kDetectMs = 2000;  // the bound on noticing a dead peer
 // (rank 0's server side of a killed rank's store connection).
 // ThreadSanitizer starts a background thread of its own the first time it
 // needs one, which can be after the count taken before World::init.
-#if defined(__SANITIZE_THREAD__)
-constexpr int kSanitizerThreads = 1;
-#else
-constexpr int kSanitizerThreads = 0;
-#endif
+constexpr int kSanitizerThreads = kThreadSanitizer ? 1 : 0;
 
 void expectNoLeaks(RankEnv& e, const char* when, int goneSince = 0) {
   CHILD_CHECK(e.world == nullptr);
@@ -389,4 +383,4 @@ TEST(FaultResources, NoLeakedFdsOrThreadsAfterWorldDestruction) {
 }
 
 }  // namespace
-}  // namespace meshcomm
+}  // namespace meshcomm::test

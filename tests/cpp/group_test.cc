@@ -14,13 +14,10 @@
 
 #include "collective_harness.h"
 
-namespace meshcomm {
+namespace meshcomm::test {
 namespace {
 
 using namespace std::chrono_literals;
-using test::Buffer;
-using test::Domain;
-using test::RankEnv;
 
 // sha1 of "1_2_3", "0_4", "0_1_2_3", "1_2" (computed with sha1sum).
 constexpr char kSha123[] = "c8ed273de4ad4be38421b0a215bb46c730b7ad90";
@@ -283,4 +280,4 @@ TEST(GroupErrors, SharedMemorySlotTooSmallForTheLocalRanks) {
 }
 
 }  // namespace
-}  // namespace meshcomm
+}  // namespace meshcomm::test

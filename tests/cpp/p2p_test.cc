@@ -16,13 +16,10 @@
 #include "collective_harness.h"
 #include "scoped_env.h"
 
-namespace meshcomm {
+namespace meshcomm::test {
 namespace {
 
 using namespace std::chrono_literals;
-using test::Buffer;
-using test::Domain;
-using test::RankEnv;
 
 Buffer payload(DType d, int64_t n, uint64_t salt, int sender) {
   Buffer b(d, n);
@@ -51,7 +48,7 @@ class P2P : public ::testing::TestWithParam<bool> {
 
 INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
-                           return std::string(info.param ? "Shm" : "Tcp");
+                           return std::string(info.param ? "shm" : "tcp");
                          });
 
 test::JobOptions quick() {
@@ -378,4 +375,4 @@ TEST_P(P2P, UnansweredReceiveTimesOutAndBadArgumentsAreRefused) {
 }
 
 }  // namespace
-}  // namespace meshcomm
+}  // namespace meshcomm::test

@@ -1,5 +1,7 @@
-// Shared fixture and helpers of the TCPStore tests (store_test.cc and
-// store_multiprocess_test.cc): a server per test and client factories.
+// What the tests that run a TCPStore server in this process share (the
+// store's own tests, and the transport tests, whose groups keep their keys
+// in one): a fixture that keeps a token in the suite's environment out,
+// option factories, and small conversions.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -47,7 +49,7 @@ inline std::string numbered(const char* prefix, int n) {
   return k;
 }
 
-std::chrono::milliseconds since(Clock::time_point t0) {
+inline std::chrono::milliseconds since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
 }
 
@@ -71,7 +73,7 @@ inline TCPStoreOptions clientOptions(uint16_t port, std::chrono::milliseconds ti
 
 // A port nothing listens on right now (bound, read back, closed). Another
 // process could take it before the test does, which is unlikely enough.
-uint16_t unusedPort() {
+inline uint16_t unusedPort() {
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;

@@ -7,7 +7,6 @@
 // counter must end at exactly the number of increments made, and every
 // client must read back its own last write.
 #include <gtest/gtest.h>
-#include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -19,15 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "meshcomm/error.h"
-#include "meshcomm/store.h"
-#include "multiprocess.h"
+#include "process_stats.h"
+#include "store_fixture.h"
 
 namespace meshcomm {
 namespace {
-
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 constexpr int kProcs = 4;
 constexpr int kClientsPerProc = 256;
@@ -36,39 +31,11 @@ constexpr int kClients = kProcs * kClientsPerProc;
 constexpr int kRounds = 6;
 constexpr int kShards = 32;
 
-std::string keyOf(const char* prefix, int n) {
-  std::string k(prefix);
-  k += std::to_string(n);
-  return k;
-}
-
 std::string valueOf(int client, int round) {
   std::string v = std::to_string(client);
   v += ':';
   v += std::to_string(round);
   return v;
-}
-
-std::chrono::milliseconds since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-}
-
-int openFds() {
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  ::closedir(d);
-  return n;
-}
-
-TCPStoreOptions clientOptions(uint16_t port) {
-  TCPStoreOptions o;
-  o.port = port;
-  o.timeout = 30s;
-  return o;
 }
 
 // One child: connect kClientsPerProc clients, report, wait for "go", then
@@ -98,7 +65,7 @@ int runLoadChild(int rank, test::PipeChannel& portChannel) {
   };
 
   inSlices([&](int i) {
-    clients[static_cast<size_t>(i)] = std::make_unique<TCPStore>(clientOptions(port));
+    clients[static_cast<size_t>(i)] = std::make_unique<TCPStore>(clientOptions(port, 30s));
   });
   if (failures.load() != 0) return test::kExitException;
   TCPStore& first = *clients[0];
@@ -111,10 +78,10 @@ int runLoadChild(int rank, test::PipeChannel& portChannel) {
       TCPStore& c = *clients[static_cast<size_t>(i)];
       const int g = rank * kClientsPerProc + i;
       c.add("load/total", 1);
-      c.add(keyOf("load/shard/", g % kShards), 1);
-      c.add(keyOf("load/client/", g), 1);
-      c.set(keyOf("load/val/", g), valueOf(g, round));
-      if (c.getString(keyOf("load/val/", g)) != valueOf(g, round)) ++wrongReads;
+      c.add(numbered("load/shard/", g % kShards), 1);
+      c.add(numbered("load/client/", g), 1);
+      c.set(numbered("load/val/", g), valueOf(g, round));
+      if (c.getString(numbered("load/val/", g)) != valueOf(g, round)) ++wrongReads;
     });
   }
   CHILD_CHECK(wrongReads.load() == 0, "clients that read back a wrong value: " << wrongReads.load());
@@ -164,7 +131,7 @@ TEST(StoreLoad, OverAThousandConcurrentClientsLoseNothing) {
   }
   ASSERT_EQ(connected, kClients) << test::describeAll(children.waitAll(0ms));
   // This process holds the server's end of every connection right now.
-  EXPECT_GE(openFds(), kClients) << "the connections were not all open at once";
+  EXPECT_GE(test::openFdCount(), kClients) << "the connections were not all open at once";
   auto connectedAt = since(t0);
 
   server.set("load/go", "1");
@@ -178,10 +145,10 @@ TEST(StoreLoad, OverAThousandConcurrentClientsLoseNothing) {
 
   EXPECT_EQ(server.getString("load/total"), std::to_string(kClients * kRounds));
   std::vector<std::string> shards, perClient, values;
-  for (int s = 0; s < kShards; ++s) shards.push_back(keyOf("load/shard/", s));
+  for (int s = 0; s < kShards; ++s) shards.push_back(numbered("load/shard/", s));
   for (int g = 0; g < kClients; ++g) {
-    perClient.push_back(keyOf("load/client/", g));
-    values.push_back(keyOf("load/val/", g));
+    perClient.push_back(numbered("load/client/", g));
+    values.push_back(numbered("load/val/", g));
   }
   auto shardValues = server.multiGet(shards);
   for (size_t s = 0; s < shards.size(); ++s) {

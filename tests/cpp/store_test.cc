@@ -1,7 +1,8 @@
 // TCPStore and PrefixStore: every method, blocking and timeouts,
 // authentication and limits, with the server and its clients in one process
 // (threads). Forked-process cases are in store_multiprocess_test.cc and
-// raw-socket checks of the server's request handling in store_fuzz_test.cc.
+// raw-socket checks of the server's request handling in store_wire_test.cc
+// and store_fuzz_test.cc.
 //
 // Every wait is bounded: store timeouts are seconds, children are waited for
 // with a bound and killed by pid when it passes.

@@ -17,6 +17,11 @@ import meshcomm
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
+# The suite also runs with shared memory off (``make test-python-tcp``):
+# then the ranks of one host talk over TCP, and the few expectations that
+# depend on the transport follow this.
+SHM_OFF = os.environ.get("MESHCOMM_SHM") == "0"
+
 # Deadline of joining and of every operation: generous for a loaded 2-core
 # machine, short enough that a hang fails the test well before conftest's.
 OP_TIMEOUT = timedelta(seconds=40)

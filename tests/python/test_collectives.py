@@ -18,8 +18,8 @@ import pytest
 
 import meshcomm
 from meshcomm import CommHandle, ReduceOp
-from mcutil import (HAVE_TORCH, NUMPY_DTYPES, DLPackOnly, as_float, expect, init, torch_or_none,
-                    values)
+from mcutil import (HAVE_TORCH, NUMPY_DTYPES, SHM_OFF, DLPackOnly, as_float, expect, init,
+                    torch_or_none, values)
 
 
 def _run(fn, *args, async_op, **kwargs):
@@ -407,7 +407,14 @@ def _abandon_worker(rank, n, port, marks, op):
     return interrupted_at, str(err)
 
 
-@pytest.mark.parametrize("op", ["all_reduce", "recv"])
+# Over TCP, rank 0's data reaches rank 1 before its abort does, and rank 1's
+# all_reduce can complete with it; the abort then fails rank 1's next call
+# instead of this one. Shared memory fails this one.
+_ABORT_BEHIND_DATA = pytest.mark.xfail(
+    SHM_OFF, reason="TCP: an abort right behind the awaited data is seen only by the next call")
+
+
+@pytest.mark.parametrize("op", [pytest.param("all_reduce", marks=_ABORT_BEHIND_DATA), "recv"])
 def test_ctrl_c_abandons_a_synchronous_call(spawn_workers, free_port, tmp_path, op):
     workers = spawn_workers(_abandon_worker, 2, (free_port, str(tmp_path), op), timeout=90)
     sent_at = _interrupt_once_asleep(workers, tmp_path)

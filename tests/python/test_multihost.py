@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from mcutil import SHM_OFF
+
 ROOT = Path(__file__).resolve().parents[2]
 MESHRUN = ROOT / "tools" / "meshrun"
 JOB = Path(__file__).resolve().parent / "jobs" / "every_op.py"
@@ -144,5 +146,6 @@ def test_every_op_across_three_hosts(namespaces_ok, shaped):
     joined = "\n".join(outputs)
     assert codes == [0] * HOSTS, joined
     assert f"every_op: all {2 * HOSTS} ranks passed" in joined, joined
-    placement = f"of {2 * HOSTS} on {HOSTS} host(s), shared memory on (this host: 2 ranks)"
+    shared_memory = "off" if SHM_OFF else "on (this host: 2 ranks)"
+    placement = f"of {2 * HOSTS} on {HOSTS} host(s), shared memory {shared_memory}"
     assert joined.count(placement) >= 2 * HOSTS, joined

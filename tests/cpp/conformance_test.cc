@@ -1,0 +1,108 @@
+// The conformance suite: the same collective tests on every transport
+// (transport_cases.h), each transport and layout a test case of its own.
+//
+// EveryCollective runs the whole matrix (collective_matrix.h) with the
+// default algorithm choice on P in {1, 2, 3, 4, 5, 8} ranks over shared
+// memory, {2, 3, 5, 8} over TCP (the odd and non-power-of-two sizes are
+// where schedules fold ranks in) and three emulated-host layouts;
+// InPlace checks the in-place forms on each transport. Ranks that
+// disagree are in conformance_mismatch_test.cc, many operations in flight
+// in conformance_async_test.cc.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include "collective_matrix.h"
+#include "transport_cases.h"
+
+namespace meshcomm::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EveryCollective : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(EveryCollective, DtypesOpsSizes) {
+  const TransportCase& c = GetParam();
+  JobOptions o;
+  o.bound = 150s;
+  // Small slots make the hierarchical algorithms' shared-memory phases run
+  // many rounds even for the middle sizes.
+  if (c.kind == TransportKind::kHierarchical) o.env = {{"MESHCOMM_SHM_SLOT_BYTES", "8192"}};
+  runMatrixJob(c.p, MatrixSpec{c.name(), allFamilies()}, withTransport(c, o));
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, EveryCollective,
+                         ::testing::Values(shmCase(1), shmCase(2), shmCase(3), shmCase(4),
+                                           shmCase(5), shmCase(8), tcpCase(2), tcpCase(3),
+                                           tcpCase(5), tcpCase(8), kHierarchical3x2,
+                                           kHierarchicalInterleaved, kHierarchicalLoneRank),
+                         TransportCaseName{});
+
+// reduceScatterTensor whose output is this rank's own block of the input,
+// and allGatherIntoTensor whose input is its own block of the output (the
+// in-place forms NCCL users rely on), on every rank including those whose
+// block is not the first: small, and large enough for many rounds.
+int inPlaceOnOwnBlock(RankEnv& e) {
+  ProcessGroup& pg = e.pg();
+  for (int64_t block : {int64_t{5}, int64_t{300001}}) {
+    std::vector<float> data(static_cast<size_t>(block * e.size));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((i % 1000) + e.rank);
+    float* own = data.data() + block * e.rank;
+    CHILD_CHECK(pg.reduceScatterTensor(TensorRef{own, block, DType::kFloat32},
+                                       TensorRef{data.data(), block * e.size, DType::kFloat32})
+                    ->wait(30s));
+    const int64_t ranksSum = e.size * (e.size - 1) / 2;
+    for (int64_t i = 0; i < block; ++i) {
+      const auto at = static_cast<size_t>(block * e.rank + i);
+      const float want = static_cast<float>(e.size * static_cast<int64_t>(at % 1000) + ranksSum);
+      CHILD_CHECK(own[i] == want, "block " << block << " element " << i << ": " << own[i]
+                                           << ", want " << want);
+    }
+    // all_gather_into_tensor whose input is this rank's block of the output.
+    for (size_t i = 0; i < data.size(); ++i) data[i] = -1.0f;
+    for (int64_t i = 0; i < block; ++i) own[i] = static_cast<float>(e.rank * 1000 + i % 1000);
+    CHILD_CHECK(pg.allGatherIntoTensor(TensorRef{data.data(), block * e.size, DType::kFloat32},
+                                 TensorRef{own, block, DType::kFloat32})
+                    ->wait(30s));
+    for (int r = 0; r < e.size; ++r) {
+      for (int64_t i = 0; i < block; ++i) {
+        const float got = data[static_cast<size_t>(block * r + i)];
+        CHILD_CHECK(got == static_cast<float>(r * 1000 + i % 1000),
+                    "all_gather block " << block << " of rank " << r << " element " << i << ": " << got);
+      }
+    }
+  }
+  // Overlapping, but not this rank's block (or all_to_all on one
+  // buffer): refused before any communication, on every rank alike.
+  std::vector<float> data(12);
+  Caught c = catchError([&] {
+    pg.reduceScatterTensor(TensorRef{data.data() + 1, 12 / e.size, DType::kFloat32},
+                           TensorRef{data.data(), 12, DType::kFloat32});
+  });
+  CHILD_CHECK(c == Caught::kInvalidArgument, "partial overlap: " << caughtName(c));
+  c = catchError([&] {
+    pg.allToAllSingle(TensorRef{data.data(), 12, DType::kFloat32}, TensorRef{data.data(), 12, DType::kFloat32},
+                      {}, {});
+  });
+  CHILD_CHECK(c == Caught::kInvalidArgument, "all_to_all_single in place: " << caughtName(c));
+  return kExitOk;
+}
+
+class InPlace : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(InPlace, ReduceScatterAndAllGatherOnOwnBlock) {
+  JobOptions o;
+  o.bound = 60s;
+  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), inPlaceOnOwnBlock);
+  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, InPlace,
+                         ::testing::Values(shmCase(3), shmCase(4), tcpCase(3), tcpCase(4),
+                                           kHierarchical2x2),
+                         TransportCaseName{});
+
+}  // namespace
+}  // namespace meshcomm::test

@@ -1,0 +1,286 @@
+// The per-group executor (src/runtime/executor.h) over a transport whose
+// requests finish when the test says so: issue order across threads, the
+// blocking call's inline path and its queued path, errors that break the
+// group and errors that do not, requests left in flight (finished in the
+// background, or timed out), and destruction with work still queued.
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "caught_error.h"
+#include "runtime/executor.h"
+
+namespace meshcomm::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Requests complete only after release(): the next time a thread drives
+// the transport (the executor's, in the background), so a Request's state
+// is only ever touched by the thread that holds the executor's engine.
+class ReleasedTransport final : public Transport {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  RequestPtr postSend(int peer, uint64_t tag, const MessageSignature&, const void*, size_t bytes) override {
+    return post(true, peer, tag, bytes);
+  }
+  RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature&, void*, size_t bytes) override {
+    return post(false, peer, tag, bytes);
+  }
+  void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override {
+    for (;;) {
+      settle();
+      bool done = true;
+      for (const auto& r : requests) done = done && r->done();
+      if (done) return;
+      if (ctx.deadline.expired()) throw Timeout(ctx.describe() + " timed out");
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  bool poll(const std::string&) override {
+    const size_t before = pending_.size();
+    settle();
+    return pending_.size() != before;
+  }
+  void progress(std::chrono::milliseconds budget, int interruptFd) override {
+    settle();
+    if (pending_.empty()) return;
+    // Short naps, so a release() is noticed promptly.
+    pollfd p{interruptFd, POLLIN, 0};
+    ::poll(&p, interruptFd >= 0 ? 1 : 0, static_cast<int>(std::min<int64_t>(budget.count(), 5)));
+    settle();
+  }
+  bool hasPending() const override { return !pending_.empty(); }
+  void abort(std::exception_ptr error) override {
+    if (!broken_) broken_ = error;
+    for (auto& r : pending_) r->state = Request::State::kFailed;
+    pending_.clear();
+  }
+  std::exception_ptr brokenError() const override { return broken_; }
+
+  // Lets the next n posted requests complete. Thread-safe.
+  void release(int n) { released_ += n; }
+
+ private:
+  RequestPtr post(bool isSend, int peer, uint64_t tag, size_t bytes) {
+    auto r = std::make_shared<Request>();
+    r->isSend = isSend;
+    r->peer = peer;
+    r->tag = tag;
+    r->bytes = bytes;
+    pending_.push_back(r);
+    return r;
+  }
+  void settle() {
+    while (!pending_.empty() && completed_ < released_.load()) {
+      pending_.front()->state = Request::State::kDone;
+      pending_.pop_front();
+      ++completed_;
+    }
+  }
+
+  std::deque<RequestPtr> pending_;
+  std::atomic<int> released_{0};
+  int completed_ = 0;
+  std::exception_ptr broken_;
+};
+
+Executor::Body finished(std::function<void()> f) {
+  return [f = std::move(f)] {
+    f();
+    return Executor::Pending{};
+  };
+}
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  ReleasedTransport transport_;
+  std::unique_ptr<Executor> executor_ = std::make_unique<Executor>("test_group", transport_);
+};
+
+TEST_F(ExecutorTest, BlockingCallOnAnIdleExecutorRunsOnTheCallersThread) {
+  std::thread::id ranOn;
+  auto work = executor_->submit("inline", finished([&] { ranOn = std::this_thread::get_id(); }), true);
+  EXPECT_TRUE(work->isCompleted());
+  EXPECT_FALSE(work->failed());
+  EXPECT_EQ(ranOn, std::this_thread::get_id());
+}
+
+// A blocking call issued while an earlier operation is still queued or
+// running waits its turn: it runs after that operation, on the executor's
+// thread, and returns only once it has completed.
+TEST_F(ExecutorTest, BlockingCallBehindEarlierWorkWaitsItsTurn) {
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  auto first = executor_->submit("first", finished([&] {
+    opened.wait_for(10s);
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back("first");
+  }), false);
+  std::thread::id ranOn, caller;
+  std::shared_ptr<Work> second;
+  std::thread t([&] {
+    caller = std::this_thread::get_id();
+    second = executor_->submit("second", finished([&] {
+      ranOn = std::this_thread::get_id();
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back("second");
+    }), true);
+  });
+  std::this_thread::sleep_for(50ms);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(order.empty()) << "an operation ran before the one issued first finished";
+  }
+  gate.set_value();
+  t.join();
+  ASSERT_TRUE(second && second->isCompleted());
+  EXPECT_TRUE(first->wait(5s));
+  EXPECT_EQ(order, (std::vector<std::string>{"first", "second"}));
+  EXPECT_NE(ranOn, caller);
+}
+
+// Four threads issue operations concurrently; the order in which the
+// executor runs them is the order they were issued in (here fixed by a
+// lock around each submit), and no two ever overlap.
+TEST_F(ExecutorTest, IssueOrderIsKeptAcrossThreads) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 200;
+  std::mutex issue;
+  int nextTicket = 0;
+  std::mutex mu;
+  std::vector<int> ran;
+  std::atomic<int> running{0};
+  std::atomic<int> overlaps{0};
+  std::vector<std::vector<std::shared_ptr<Work>>> works(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        std::lock_guard<std::mutex> lock(issue);
+        const int ticket = nextTicket++;
+        works[static_cast<size_t>(t)].push_back(executor_->submit("ordered", finished([&, ticket] {
+          if (running.fetch_add(1) != 0) ++overlaps;
+          {
+            std::lock_guard<std::mutex> l(mu);
+            ran.push_back(ticket);
+          }
+          running.fetch_sub(1);
+        }), false));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& list : works) {
+    for (auto& w : list) ASSERT_TRUE(w->wait(10s));
+  }
+  ASSERT_EQ(ran.size(), static_cast<size_t>(kThreads * kPerThread));
+  for (size_t i = 0; i < ran.size(); ++i) ASSERT_EQ(ran[i], static_cast<int>(i)) << "position " << i;
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
+// An operation whose error breaks the transport (as a lost peer does)
+// fails, and so does every operation issued afterwards, with that error
+// and without running.
+TEST_F(ExecutorTest, ErrorThatBreaksTheTransportFailsEveryLaterOperation) {
+  auto broken = executor_->submit("breaks", [&]() -> Executor::Pending {
+    auto error = std::make_exception_ptr(PeerLost("rank 1 is gone"));
+    transport_.abort(error);
+    std::rethrow_exception(error);
+  }, true);
+  std::string what;
+  EXPECT_EQ(catchError([&] { broken->wait(); }, &what), Caught::kPeerLost);
+  bool ran = false;
+  for (bool blocking : {true, false}) {
+    auto later = executor_->submit("later", finished([&] { ran = true; }), blocking);
+    std::string laterWhat;
+    EXPECT_EQ(catchError([&] { later->wait(5s); }, &laterWhat), Caught::kPeerLost);
+    EXPECT_EQ(laterWhat, what);
+  }
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(catchError([&] { executor_->throwIfBroken(); }), Caught::kPeerLost);
+}
+
+// An error that leaves the transport whole (a refused argument) fails only
+// its own operation.
+TEST_F(ExecutorTest, ErrorOfOneOperationAloneDoesNotBreakTheGroup) {
+  auto bad = executor_->submit("bad", [&]() -> Executor::Pending { throw InvalidArgument("bad count"); }, false);
+  EXPECT_EQ(catchError([&] { bad->wait(5s); }), Caught::kInvalidArgument);
+  bool ran = false;
+  auto next = executor_->submit("next", finished([&] { ran = true; }), true);
+  EXPECT_TRUE(next->isCompleted() && !next->failed());
+  EXPECT_TRUE(ran);
+}
+
+// An operation that leaves requests in flight completes when they do, in
+// the background; the operations behind it still run meanwhile.
+TEST_F(ExecutorTest, RequestsLeftInFlightCompleteInTheBackground) {
+  auto pending = executor_->submit("async", [&] {
+    Executor::Pending p;
+    p.requests.push_back(transport_.postRecv(1, 1, {}, nullptr, 0));
+    p.requests.push_back(transport_.postSend(1, 2, {}, nullptr, 0));
+    p.deadline = Deadline::after(30s);
+    p.during = "async receive";
+    return p;
+  }, false);
+  auto after = executor_->submit("after", finished([] {}), true);
+  EXPECT_TRUE(after->isCompleted());
+  EXPECT_FALSE(pending->wait(50ms)) << "completed before its requests did";
+  transport_.release(2);
+  EXPECT_TRUE(pending->wait(5s));
+  EXPECT_FALSE(pending->failed());
+}
+
+// Requests still in flight at their deadline: Timeout, and the group
+// breaks (a half-finished transfer leaves the stream unusable).
+TEST_F(ExecutorTest, RequestsInFlightPastTheirDeadlineTimeOutAndBreakTheGroup) {
+  auto pending = executor_->submit("async", [&] {
+    Executor::Pending p;
+    p.requests.push_back(transport_.postRecv(1, 1, {}, nullptr, 0));
+    p.deadline = Deadline::after(100ms);
+    p.during = "async receive from rank 1";
+    return p;
+  }, false);
+  std::string what;
+  EXPECT_EQ(catchError([&] { pending->wait(5s); }, &what), Caught::kTimeout);
+  EXPECT_NE(what.find("async receive from rank 1 timed out"), std::string::npos) << what;
+  auto later = executor_->submit("later", finished([] {}), true);
+  EXPECT_TRUE(later->failed());
+}
+
+// Destroying the executor runs what is queued first; what is still in
+// flight then fails with Aborted.
+TEST_F(ExecutorTest, DestructionRunsQueuedWorkAndAbortsWorkInFlight) {
+  auto inFlight = executor_->submit("never answered", [&] {
+    Executor::Pending p;
+    p.requests.push_back(transport_.postRecv(1, 1, {}, nullptr, 0));
+    p.deadline = Deadline::after(60s);
+    return p;
+  }, false);
+  auto slow = executor_->submit("slow", finished([] { std::this_thread::sleep_for(50ms); }), false);
+  std::atomic<int> ran{0};
+  std::vector<std::shared_ptr<Work>> queued;
+  for (int i = 0; i < 5; ++i) queued.push_back(executor_->submit("queued", finished([&] { ++ran; }), false));
+  executor_.reset();
+  EXPECT_EQ(ran.load(), 5);
+  EXPECT_TRUE(slow->isCompleted() && !slow->failed());
+  for (auto& w : queued) EXPECT_TRUE(w->isCompleted() && !w->failed());
+  ASSERT_TRUE(inFlight->isCompleted());
+  std::string what;
+  EXPECT_EQ(catchError([&] { inFlight->wait(); }, &what), Caught::kAborted);
+  EXPECT_NE(what.find("destroyed before it completed"), std::string::npos) << what;
+}
+
+}  // namespace
+}  // namespace meshcomm::test
