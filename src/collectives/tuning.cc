@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -158,9 +159,26 @@ constexpr bool inOpcodeOrder() {
 }
 static_assert(inOpcodeOrder(), "kFamilies must list the collectives in opcode order");
 
+// The failures are out of line, so that the lookups every collective makes
+// stay a few instructions.
+[[noreturn, gnu::noinline, gnu::cold]] void noSuchCollective(Opcode collective) {
+  MESHCOMM_CHECK(false, "no collective has opcode " << static_cast<int>(collective));
+  std::abort();  // unreachable: the check throws
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void refuse(const std::string& what) {
+  throw InvalidArgument(what);
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void refuseRoute(const Family& family, Algorithm forced,
+                                                       Route route) {
+  refuse(std::string(family.variable) + "='" + algorithmName(forced) +
+         "' cannot run here: this group's ranks use " + routeName(route));
+}
+
 size_t familyIndex(Opcode collective) {
   const size_t index = static_cast<size_t>(collective) - 1;
-  MESHCOMM_CHECK(index < kFamilyCount, "no collective has opcode " << static_cast<int>(collective));
+  if (index >= kFamilyCount) [[unlikely]] noSuchCollective(collective);
   return index;
 }
 
@@ -200,7 +218,7 @@ Algorithm forcedAlgorithm(size_t index) {
     return out;
   }();
   const Forced& forced = kForced[index];
-  if (!forced.error.empty()) throw InvalidArgument(forced.error);
+  if (!forced.error.empty()) [[unlikely]] refuse(forced.error);
   return forced.algo;
 }
 
@@ -217,9 +235,8 @@ void checkForcedAlgorithm(Opcode collective, int groupSize, Route route) {
   const size_t index = familyIndex(collective);
   const Algorithm forced = forcedAlgorithm(index);
   // A group of one runs nothing, so any choice is moot there.
-  if (forced != Algorithm::kAuto && groupSize > 1 && !runsOn(forced, route)) {
-    throw InvalidArgument(std::string(kFamilies[index].variable) + "='" + algorithmName(forced) +
-                          "' cannot run here: this group's ranks use " + routeName(route));
+  if (forced != Algorithm::kAuto && groupSize > 1 && !runsOn(forced, route)) [[unlikely]] {
+    refuseRoute(kFamilies[index], forced, route);
   }
 }
 

@@ -1,9 +1,9 @@
-// The leaders of the hierarchical variants, for groups spread over several
-// hosts with several ranks on some: shared memory among the ranks of each
-// host, TCP among one leader per host. Only the leaders' traffic crosses
-// the network, once per host instead of once per rank. The variants
-// themselves live with their families (all_reduce/, broadcast/, reduce/,
-// barrier/), each opening with its schedule.
+// Which rank leads each host in the hierarchical variants. Those run on
+// groups spread over several hosts with several ranks on some: shared
+// memory among the ranks of each host, TCP among one leader per host. Only
+// the leaders' traffic crosses the network, once per host instead of once
+// per rank. The variants themselves live with their families (all_reduce/,
+// broadcast/, reduce/, barrier/), each opening with its schedule.
 //
 // Thread-safety: pure functions of the group's placement.
 #pragma once
