@@ -63,19 +63,21 @@ std::shared_ptr<TCPStore> makeTCPStore(std::string host, int port,
   return std::make_shared<TCPStore>(std::move(options));
 }
 
+// A call with a key and a value, made without the GIL (the value is
+// copied out of the Python object first).
+template <void (Store::*Method)(const std::string&, const Bytes&)>
+void withValue(Store& s, const std::string& key, const py::bytes& value) {
+  Bytes v = toBytes(value);
+  py::gil_scoped_release release;
+  (s.*Method)(key, v);
+}
+
 }  // namespace
 
 void initStore(py::module_& m) {
   py::class_<Store, std::shared_ptr<Store>>(m, "Store",
                                             "Key-value store interface (see meshcomm/store.h).")
-      .def(
-          "set",
-          [](Store& s, const std::string& key, const py::bytes& value) {
-            Bytes v = toBytes(value);
-            py::gil_scoped_release release;
-            s.set(key, v);
-          },
-          py::arg("key"), py::arg("value"))
+      .def("set", &withValue<&Store::set>, py::arg("key"), py::arg("value"))
       .def(
           "get",
           [](Store& s, const std::string& key) {
@@ -123,14 +125,8 @@ void initStore(py::module_& m) {
           Release())
       .def(
           "num_keys", [](Store& s) { return s.numKeys(); }, Release())
-      .def(
-          "append",
-          [](Store& s, const std::string& key, const py::bytes& value) {
-            Bytes v = toBytes(value);
-            py::gil_scoped_release release;
-            s.append(key, v);
-          },
-          py::arg("key"), py::arg("value"))
+      .def("append", &withValue<&Store::append>, py::arg("key"), py::arg("value"),
+           "Append value to the key's current value (creating it).")
       .def(
           "multi_get",
           [](Store& s, const Keys& keys) {

@@ -198,6 +198,27 @@ class Call {
   const GroupImpl& g_;
 };
 
+// The list and tensor forms of gather differ only in how the root's
+// outputs are laid out, and those of scatter in how its inputs are: each
+// pair issues its blocks here.
+WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, std::vector<Block> blocks,
+                     const OpOptions& o) {
+  return group.runCollective(
+      call.name(), call.signature(input.dtype, input.numel, o.root), o,
+      [input, blocks = std::move(blocks), o](Comm& c) {
+        collectives::gather(c, input.data, input.bytes(), blocks, o.root);
+      });
+}
+
+WorkPtr scatterBlocks(GroupImpl& group, const Call& call, TensorRef output, std::vector<Block> blocks,
+                      const OpOptions& o) {
+  return group.runCollective(
+      call.name(), call.signature(output.dtype, output.numel, o.root), o,
+      [output, blocks = std::move(blocks), o](Comm& c) {
+        collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
+      });
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(std::shared_ptr<GroupImpl> impl) : impl_(std::move(impl)) {}
@@ -347,10 +368,8 @@ WorkPtr ProcessGroup::gather(const std::vector<TensorRef>& outputs, TensorRef in
   Call call(Operation::kGather, *impl_);
   call.tensor(input, "input");
   call.root(o.root);
-  auto blocks = call.rootList(outputs, input, o.root, "the gather list", "output", "input");
-  return impl_->runCollective(
-      call.name(), call.signature(input.dtype, input.numel, o.root), o,
-      [input, blocks, o](Comm& c) { collectives::gather(c, input.data, input.bytes(), blocks, o.root); });
+  return gatherBlocks(*impl_, call, input,
+                      call.rootList(outputs, input, o.root, "the gather list", "output", "input"), o);
 }
 
 WorkPtr ProcessGroup::gatherIntoTensor(TensorRef output, TensorRef input, const OpOptions& o) {
@@ -359,9 +378,7 @@ WorkPtr ProcessGroup::gatherIntoTensor(TensorRef output, TensorRef input, const 
   call.root(o.root);
   std::vector<Block> blocks;
   if (rank() == o.root) blocks = call.equalBlocks(output, "output", input, "input");
-  return impl_->runCollective(
-      call.name(), call.signature(input.dtype, input.numel, o.root), o,
-      [input, blocks, o](Comm& c) { collectives::gather(c, input.data, input.bytes(), blocks, o.root); });
+  return gatherBlocks(*impl_, call, input, std::move(blocks), o);
 }
 
 WorkPtr ProcessGroup::scatter(TensorRef output, const std::vector<TensorRef>& inputs,
@@ -369,12 +386,8 @@ WorkPtr ProcessGroup::scatter(TensorRef output, const std::vector<TensorRef>& in
   Call call(Operation::kScatter, *impl_);
   call.tensor(output, "output");
   call.root(o.root);
-  auto blocks = call.rootList(inputs, output, o.root, "the scatter list", "input", "output");
-  return impl_->runCollective(
-      call.name(), call.signature(output.dtype, output.numel, o.root), o,
-      [output, blocks, o](Comm& c) {
-        collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
-      });
+  return scatterBlocks(*impl_, call, output,
+                       call.rootList(inputs, output, o.root, "the scatter list", "input", "output"), o);
 }
 
 WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpOptions& o) {
@@ -383,11 +396,7 @@ WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpO
   call.root(o.root);
   std::vector<Block> blocks;
   if (rank() == o.root) blocks = call.equalBlocks(input, "input", output, "output");
-  return impl_->runCollective(
-      call.name(), call.signature(output.dtype, output.numel, o.root), o,
-      [output, blocks, o](Comm& c) {
-        collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
-      });
+  return scatterBlocks(*impl_, call, output, std::move(blocks), o);
 }
 
 WorkPtr ProcessGroup::allToAll(const std::vector<TensorRef>& outputs,
