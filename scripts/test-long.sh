@@ -59,6 +59,14 @@ cmake --build build-asan -j "$JOBS" --target meshcomm_tests
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   MESHCOMM_TEST_BOUND_SCALE=2 run_cpp_suite build-asan
 
+echo "== libFuzzer: store frames and transport frames (${FUZZ_SECONDS:-120} s each) =="
+if [[ $have_clang -eq 1 ]]; then
+  make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120} || failed+=("fuzz run")
+else
+  echo "clang++ not found; skipping the fuzz run"
+fi
+# ThreadSanitizer last: the full suite is the longest step (about 45 min on
+# 2 cores).
 echo "== ThreadSanitizer =="
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMESHCOMM_SANITIZE=thread -DMESHCOMM_BUILD_PYTHON=OFF -DMESHCOMM_PYTHON=$PYTHON
@@ -66,12 +74,6 @@ cmake --build build-tsan -j "$JOBS" --target meshcomm_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 MESHCOMM_TEST_BOUND_SCALE=3 \
   run_cpp_suite build-tsan
 
-echo "== libFuzzer: store frames and transport frames (${FUZZ_SECONDS:-120} s each) =="
-if [[ $have_clang -eq 1 ]]; then
-  make --no-print-directory fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-120} || failed+=("fuzz run")
-else
-  echo "clang++ not found; skipping the fuzz run"
-fi
 if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'test-long: FAILED: %s\n' "${failed[@]}"
   exit 1
