@@ -55,8 +55,8 @@ Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route 
 
 // Throws InvalidArgument if MESHCOMM_ALGO_<OP> names no algorithm of the
 // family, or one a group of `groupSize` ranks over `route` cannot run.
-// Called where the operation is issued, so a bad value fails the call on
-// the caller's thread before anything is queued.
+// ProcessGroup calls it before it queues the operation, so a bad value
+// fails the call on the caller's thread and nothing runs.
 void checkForcedAlgorithm(Opcode collective, int groupSize, Route route);
 
 // Bytes per pipelined chunk for a message of `bytes`.
