@@ -17,10 +17,11 @@
 // Families: all_reduce/, broadcast/, reduce/, all_gather/, reduce_scatter/,
 // gather_scatter/ (mirror images, sharing their size check), all_to_all/,
 // barrier/. Beside them: tuning.{h,cc}, the one table that picks an
-// algorithm (MESHCOMM_ALGO_<OP> included); shm/rounds.{h,cc}, the round
-// machinery several shared-memory variants share; hierarchical/leaders.*,
-// which rank leads each host; comm.h, blocks.h, scratch.h and placement.h,
-// what every algorithm runs on.
+// algorithm (MESHCOMM_ALGO_<OP> included); operations.{h,cc}, the op list;
+// shm/rounds.{h,cc}, the round machinery several shared-memory variants
+// share; hierarchical/leaders.*, which rank leads each host; comm.h,
+// blocks.h and scratch.h, what every algorithm runs on (with the group's
+// placement, transport/placement.h).
 //
 // Thread-safety: run by the group's executor, one at a time.
 #pragma once

@@ -14,7 +14,6 @@
 #include <cstddef>
 
 #include "collectives/operations.h"
-
 #include "transport/placement.h"
 
 namespace meshcomm {
