@@ -50,12 +50,8 @@ constexpr int kExitRuntime = 3;
 
 enum class Op { kSet, kGet, kAdd };
 const char* opName(Op op) {
-  switch (op) {
-    case Op::kSet: return "set";
-    case Op::kGet: return "get";
-    case Op::kAdd: return "add";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"set", "get", "add"};  // Op's order
+  return kNames[static_cast<size_t>(op)];
 }
 
 struct Config {

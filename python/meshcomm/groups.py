@@ -232,17 +232,10 @@ def get_rank(group=None):
 
 
 def get_world_size(group=None):
-    """The number of processes in `group`.
-
-    Args:
-        group (str, optional): the group; ``None`` (default) is the world.
-
-    Returns:
-        int: the size, or -1 (with a warning) before init_process_group or
-        when this process is not in `group`.
-
-    Raises:
-        TypeError: `group` is not a str or None.
+    """The number of processes in `group` (``None``, the default: the
+    world), or -1 with a warning wherever :func:`get_rank` gives -1: before
+    init_process_group, or when this process is not in `group`. Raises
+    TypeError when `group` is not a str or None.
 
     Example:
         >>> meshcomm.get_world_size()      # with 2 processes

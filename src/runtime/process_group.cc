@@ -376,8 +376,8 @@ WorkPtr ProcessGroup::gatherIntoTensor(TensorRef output, TensorRef input, const 
   Call call(Operation::kGatherIntoTensor, *impl_);
   call.tensor(input, "input");
   call.root(o.root);
-  std::vector<Block> blocks;
-  if (rank() == o.root) blocks = call.equalBlocks(output, "output", input, "input");
+  auto blocks = rank() == o.root ? call.equalBlocks(output, "output", input, "input")
+                                 : std::vector<Block>{};
   return gatherBlocks(*impl_, call, input, std::move(blocks), o);
 }
 
@@ -394,8 +394,8 @@ WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpO
   Call call(Operation::kScatterTensor, *impl_);
   call.tensor(output, "output");
   call.root(o.root);
-  std::vector<Block> blocks;
-  if (rank() == o.root) blocks = call.equalBlocks(input, "input", output, "output");
+  auto blocks = rank() == o.root ? call.equalBlocks(input, "input", output, "output")
+                                 : std::vector<Block>{};
   return scatterBlocks(*impl_, call, output, std::move(blocks), o);
 }
 

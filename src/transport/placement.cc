@@ -35,12 +35,10 @@ Route routeOf(const Placement& placement, bool sharedMemory) {
 }
 
 const char* routeName(Route route) {
-  switch (route) {
-    case Route::kTcp: return "TCP between every rank";
-    case Route::kShm: return "shared memory on one host";
-    case Route::kHierarchical: return "shared memory within hosts and TCP between them";
-  }
-  return "?";
+  // In the order of Route's values.
+  static constexpr const char* kNames[] = {"TCP between every rank", "shared memory on one host",
+                                           "shared memory within hosts and TCP between them"};
+  return kNames[static_cast<size_t>(route)];
 }
 
 std::string localHostId() {

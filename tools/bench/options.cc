@@ -29,12 +29,8 @@ std::string usageError(const std::string& what) {
 }  // namespace
 
 const char* waitModeName(WaitMode mode) {
-  switch (mode) {
-    case WaitMode::kBlocking: return "blocking";
-    case WaitMode::kSync: return "sync";
-    case WaitMode::kAsync: return "async";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"blocking", "sync", "async"};  // WaitMode's order
+  return kNames[static_cast<size_t>(mode)];
 }
 
 std::optional<uint64_t> parseSize(std::string_view text) {

@@ -3,23 +3,16 @@
 namespace meshcomm::bench {
 namespace {
 
-const char* checkText(CheckState s) {
-  switch (s) {
-    case CheckState::kSkipped: return "-";
-    case CheckState::kOk: return "ok";
-    case CheckState::kFailed: return "FAIL";
-  }
-  return "?";
-}
+// How a check's outcome is printed in the table and in the CSV, in the
+// order of CheckState's values.
+struct CheckNames {
+  const char* text;
+  const char* csv;
+};
+constexpr CheckNames kCheckNames[] = {{"-", "skip"}, {"ok", "ok"}, {"FAIL", "fail"}};
 
-const char* checkCsv(CheckState s) {
-  switch (s) {
-    case CheckState::kSkipped: return "skip";
-    case CheckState::kOk: return "ok";
-    case CheckState::kFailed: return "fail";
-  }
-  return "?";
-}
+const char* checkText(CheckState s) { return kCheckNames[static_cast<size_t>(s)].text; }
+const char* checkCsv(CheckState s) { return kCheckNames[static_cast<size_t>(s)].csv; }
 
 }  // namespace
 

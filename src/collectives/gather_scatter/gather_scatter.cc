@@ -10,6 +10,12 @@
 namespace meshcomm::collectives {
 namespace {
 
+// Whether the tuning table runs this call on the host's shared memory (the
+// other choice being the linear schedule).
+bool onSharedMemory(Comm& comm, Opcode family) {
+  return chooseAlgorithm(family, 0, comm.size(), comm.route()) == Algorithm::kShm;
+}
+
 // The linear schedule of both, which differ only in the direction of the
 // transfers: a rank other than the root makes its one transfer with the
 // root (`withRoot`) and is done; the root posts one per other rank
@@ -32,10 +38,9 @@ void linear(Comm& comm, int root, WithRoot withRoot, WithRank withRank, CopyOwn 
 
 void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
             int root) {
-  if (chooseAlgorithm(Opcode::kGather, 0, comm.size(), comm.route()) == Algorithm::kShm) {
+  if (onSharedMemory(comm, Opcode::kGather)) {
     ShmOp local = comm.shmOp();
-    shm::gather(local, input, inputBytes, outputs, root);
-    return;
+    return shm::gather(local, input, inputBytes, outputs, root);
   }
   linear(
       comm, root, [&] { comm.send(root, 0, input, inputBytes); },
@@ -48,10 +53,9 @@ void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<
 
 void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
              int root) {
-  if (chooseAlgorithm(Opcode::kScatter, 0, comm.size(), comm.route()) == Algorithm::kShm) {
+  if (onSharedMemory(comm, Opcode::kScatter)) {
     ShmOp local = comm.shmOp();
-    shm::scatter(local, inputs, output, outputBytes, root);
-    return;
+    return shm::scatter(local, inputs, output, outputBytes, root);
   }
   linear(
       comm, root, [&] { comm.recv(root, 0, output, outputBytes); },

@@ -153,12 +153,16 @@ void TcpTransport::ensureConnection(Pair& p) {
   p.state = Pair::State::kConnected;
 }
 
-RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature& sig,
-                                  const void* data, size_t bytes) {
+TcpTransport::Pair& TcpTransport::pairToPost(int peer) {
   if (broken_) throwBroken();
   MESHCOMM_CHECK(peer >= 0 && peer < size() && peer != options_.rank, "peer " << peer);
+  return pair(peer);
+}
+
+RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature& sig,
+                                  const void* data, size_t bytes) {
+  Pair& p = pairToPost(peer);
   RequestPtr r = makeRequest(true, peer, tag, sig, data, bytes);
-  Pair& p = pair(peer);
   try {
     ensureConnection(p);
     if (p.state == Pair::State::kClosed) {
@@ -179,10 +183,8 @@ RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature
 
 RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature& sig,
                                   void* data, size_t bytes) {
-  if (broken_) throwBroken();
-  MESHCOMM_CHECK(peer >= 0 && peer < size() && peer != options_.rank, "peer " << peer);
+  Pair& p = pairToPost(peer);
   RequestPtr r = makeRequest(false, peer, tag, sig, data, bytes);
-  Pair& p = pair(peer);
   try {
     ensureConnection(p);
     p.inbox.post(r, "receiving from " + describePeer(peer));

@@ -72,6 +72,9 @@ class TcpTransport final : public Transport {
   struct Pair;
 
   Pair& pair(int peer);
+  // The pair of a peer a request is about to be posted for. Throws the
+  // transport's error when it is broken.
+  Pair& pairToPost(int peer);
   void ensureConnection(Pair& p);
   void failWith(std::exception_ptr error);
   [[noreturn]] void throwBroken();
