@@ -61,9 +61,12 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "../../tools/bench/calibration.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using meshcomm::bench::calibrateIterations;
 
 enum class Op { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kAllToAll, kBarrier };
 
@@ -83,8 +86,6 @@ constexpr size_t kCoverBytes = size_t{64} << 20;
 constexpr size_t kMaxTotalBytes = size_t{256} << 20;
 constexpr size_t kMinSlots = 4;
 constexpr size_t kMaxBoundSets = 4096;
-constexpr int64_t kMaxIters = 1'000'000;
-constexpr double kCalibrationSeconds = 0.02;
 constexpr double kTargetSeconds = 0.25;
 constexpr int kExitUsage = 2;
 constexpr int kExitRuntime = 3;
@@ -441,23 +442,12 @@ class Rank {
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
 
-  // meshcomm-bench's calibrate() (see mpi_bench.c).
+  // meshcomm-bench's rule (tools/bench/calibration.h).
   int64_t calibrate() {
-    int64_t batch = 1;
-    double perIter = 0;
-    for (;;) {
-      double t = maxOverRanks(runBatch(batch));
-      if (t >= kCalibrationSeconds || batch >= kMaxIters) {
-        perIter = t / static_cast<double>(batch);
-        break;
-      }
-      double grow = t > 0 ? 1.2 * kCalibrationSeconds / t : 100.0;
-      auto next = static_cast<int64_t>(std::ceil(static_cast<double>(batch) * std::min(grow, 100.0)));
-      batch = std::min(kMaxIters, std::max(batch * 2, next));
-    }
-    double want = perIter > 0 ? std::ceil(kTargetSeconds / perIter) : static_cast<double>(kMaxIters);
-    return std::clamp<int64_t>(static_cast<int64_t>(std::min(want, 1e12)), 5, kMaxIters);
+    return calibrateIterations([this](int64_t batch) { return maxOverRanks(runBatch(batch)); },
+                               kTargetSeconds);
   }
+
 
   // One operation on set 0 with known inputs; this rank's wrong elements.
   int64_t checkOnce() {

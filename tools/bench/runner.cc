@@ -8,15 +8,12 @@
 #include <limits>
 #include <type_traits>
 
+#include "calibration.h"
+
 namespace meshcomm::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr int64_t kMaxIters = 1'000'000;
-// Calibration batches grow until one takes this long, which is enough to
-// make timer and barrier overhead negligible in the estimate.
-constexpr double kCalibrationSeconds = 0.02;
 
 // `op` of one value over every rank.
 template <class T>
@@ -84,24 +81,11 @@ class Loop {
   int next_ = 0;
 };
 
-// Iterations that make the timed phase last about `target` seconds, from
-// batches of growing size; every rank reaches the same answer because each
-// decision uses the slowest rank's time.
+// Iterations that make the timed phase last about `target` seconds
+// (calibration.h).
 int64_t calibrate(Loop& loop, ProcessGroup& group, double target) {
-  int64_t batch = 1;
-  double perIter = 0;
-  for (;;) {
-    double t = overRanks(group, loop.run(batch), ReduceOp::kMax);
-    if (t >= kCalibrationSeconds || batch >= kMaxIters) {
-      perIter = t / static_cast<double>(batch);
-      break;
-    }
-    double grow = t > 0 ? 1.2 * kCalibrationSeconds / t : 100.0;
-    auto next = static_cast<int64_t>(std::ceil(static_cast<double>(batch) * std::min(grow, 100.0)));
-    batch = std::min(kMaxIters, std::max(batch * 2, next));
-  }
-  double want = perIter > 0 ? std::ceil(target / perIter) : static_cast<double>(kMaxIters);
-  return std::clamp<int64_t>(static_cast<int64_t>(std::min(want, 1e12)), 5, kMaxIters);
+  return calibrateIterations(
+      [&](int64_t batch) { return overRanks(group, loop.run(batch), ReduceOp::kMax); }, target);
 }
 
 }  // namespace
