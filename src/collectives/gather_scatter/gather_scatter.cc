@@ -17,19 +17,36 @@ bool onSharedMemory(Comm& comm, Opcode family) {
 }
 
 // The linear schedule of both, which differ only in the direction of the
-// transfers: a rank other than the root makes its one transfer with the
-// root (`withRoot`) and is done; the root posts one per other rank
-// (`withRank(j)`), all in flight at once, copies its own block
-// (`copyOwn`) while they run, and waits for them all.
-template <class WithRoot, class WithRank, class CopyOwn>
-void linear(Comm& comm, int root, WithRoot withRoot, WithRank withRank, CopyOwn copyOwn) {
+// transfers (`toRoot` for gather): a rank other than the root exchanges
+// `mine` with the root and is done; the root exchanges block j of `blocks`
+// with each other rank j, all in flight at once, moves its own block
+// between `mine` and `blocks[root]` while they run, and waits for them all.
+void linear(Comm& comm, int root, bool toRoot, void* mine, size_t myBytes,
+            const std::vector<Block>& blocks) {
+  // In a gather every rank but the root sends; in a scatter the root alone.
+  const bool sends = toRoot ? comm.rank() != root : comm.rank() == root;
+  auto exchange = [&](int peer, void* data, size_t bytes) {
+    if (sends) {
+      comm.send(peer, 0, data, bytes);
+    } else {
+      comm.recv(peer, 0, data, bytes);
+    }
+  };
   if (comm.rank() != root) {
-    withRoot();
+    exchange(root, mine, myBytes);
   } else {
     for (int j = 0; j < comm.size(); ++j) {
-      if (j != root) withRank(static_cast<size_t>(j));
+      const Block& block = blocks[static_cast<size_t>(j)];
+      if (j != root) exchange(j, block.data, block.bytes);
     }
-    copyOwn();
+    uint8_t* own = blocks[static_cast<size_t>(root)].data;
+    if (own != mine && myBytes > 0) {
+      if (toRoot) {
+        std::memmove(own, mine, myBytes);
+      } else {
+        std::memmove(mine, own, myBytes);
+      }
+    }
   }
   comm.waitAll();
 }
@@ -42,13 +59,8 @@ void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<
     ShmOp local = comm.shmOp();
     return shm::gather(local, input, inputBytes, outputs, root);
   }
-  linear(
-      comm, root, [&] { comm.send(root, 0, input, inputBytes); },
-      [&](size_t j) { comm.recv(static_cast<int>(j), 0, outputs[j].data, outputs[j].bytes); },
-      [&] {
-        const Block& own = outputs[static_cast<size_t>(root)];
-        if (own.data != input && inputBytes > 0) std::memmove(own.data, input, inputBytes);
-      });
+  // A gather only reads `input`; the schedule is written for both directions.
+  linear(comm, root, /*toRoot=*/true, const_cast<void*>(input), inputBytes, outputs);
 }
 
 void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
@@ -57,13 +69,7 @@ void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t 
     ShmOp local = comm.shmOp();
     return shm::scatter(local, inputs, output, outputBytes, root);
   }
-  linear(
-      comm, root, [&] { comm.recv(root, 0, output, outputBytes); },
-      [&](size_t j) { comm.send(static_cast<int>(j), 0, inputs[j].data, inputs[j].bytes); },
-      [&] {
-        const Block& own = inputs[static_cast<size_t>(root)];
-        if (own.data != output && outputBytes > 0) std::memmove(output, own.data, outputBytes);
-      });
+  linear(comm, root, /*toRoot=*/false, output, outputBytes, inputs);
 }
 
 }  // namespace meshcomm::collectives
