@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 BACKENDS = ("hccl", "mccl")
-_DEFAULT_TIMEOUT = timedelta(seconds=300)
 _MS = timedelta(milliseconds=1)
 
 
@@ -142,7 +141,9 @@ def init_process_group(backend="hccl", init_method=None, timeout=None, world_siz
         if rank < 0:
             raise ValueError(f"{fn}: with 'init_method' or 'store', 'rank' must be a "
                              f"non-negative int, got {rank}")
-    timeout_ms = _timeout_ms(_DEFAULT_TIMEOUT if timeout is None else timeout, fn)
+    # 0 leaves the default to the native core, which reads
+    # MESHCOMM_TIMEOUT_MS (300 s when unset), as every path does.
+    timeout_ms = 0 if timeout is None else _timeout_ms(timeout, fn)
     if _state.is_initialized():
         raise DistError(f"{fn}: the default process group is already initialized; call "
                         "destroy_process_group() first")

@@ -6,7 +6,11 @@ rank translation, destroying groups and the world, and re-joining.
 import hashlib
 import os
 import socket
+import subprocess
+import sys
+import time
 import warnings
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -106,7 +110,7 @@ def _groups_worker(rank, n, port, port2):
 
     # Join again through a store that rank 0 serves.
     store = meshcomm.TCPStore("127.0.0.1", port2, world_size=n, is_master=rank == 0,
-                              timeout=meshcomm.groups._DEFAULT_TIMEOUT)
+                              timeout=timedelta(seconds=300))
     meshcomm.init_process_group(store=store, rank=rank, world_size=n, backend="mccl")
     assert meshcomm.get_backend() == "mccl" and meshcomm.get_world_size() == n
     x = np.array([rank], np.int64)
@@ -150,6 +154,25 @@ def _env_worker(rank, n, port, port2, port3):
 def test_env_init(run_workers):
     ports = _free_ports(3)
     assert run_workers(_env_worker, 2, tuple(ports), timeout=90) == [[(0, 2)] * 2, [(1, 2)] * 2]
+
+
+def test_timeout_variable_bounds_joining_without_a_timeout_argument():
+    # A rank alone in a world of two, with no timeout argument: joining
+    # fails after MESHCOMM_TIMEOUT_MS, naming the rank that never came. Run
+    # in a process of its own, so this one never creates a World.
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_ports(1)[0]), MESHCOMM_TIMEOUT_MS="2000")
+    code = ("import meshcomm\n"
+            "try:\n"
+            "    meshcomm.init_process_group()\n"
+            "except meshcomm.DistTimeoutError as e:\n"
+            "    print('timeout:', e)\n")
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    elapsed = time.monotonic() - start
+    assert "timeout:" in out.stdout and "missing: 1" in out.stdout, out.stdout + out.stderr
+    assert elapsed < 20, f"joining took {elapsed:.1f} s with MESHCOMM_TIMEOUT_MS=2000"
 
 
 def test_uninitialized_process():
