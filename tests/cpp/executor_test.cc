@@ -209,7 +209,14 @@ TEST_F(ExecutorTest, ErrorThatBreaksTheTransportFailsEveryLaterOperation) {
     EXPECT_EQ(laterWhat, what);
   }
   EXPECT_FALSE(ran);
-  EXPECT_EQ(catchError([&] { executor_->throwIfBroken(); }), Caught::kPeerLost);
+  // Asked directly, on the engine the blocking path claims.
+  ASSERT_TRUE(executor_->beginInline());
+  EXPECT_EQ(catchError([&] {
+              executor_->assertDriving();
+              executor_->throwIfBroken();
+            }),
+            Caught::kPeerLost);
+  executor_->endInline();
 }
 
 // An error that leaves the transport whole (a refused argument) fails only
