@@ -41,11 +41,7 @@ class Comm {
   const MessageSignature& signature() const { return sig_; }
   Transport& transport() { return transport_; }
 
-  // The whole group is on this host and talks through shared memory.
-  bool singleHostShm() const { return locality_.route == Route::kShm; }
-  // Several hosts, some with several ranks: shared memory within each host,
-  // TCP between them.
-  bool hierarchical() const { return locality_.route == Route::kHierarchical; }
+  // How the group's collectives reach its ranks (transport/placement.h).
   Route route() const { return locality_.route; }
   const Placement& placement() const { return *locality_.placement; }
   // This host's shared-memory view of the call. REQUIRES: a domain exists.

@@ -27,7 +27,7 @@ void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, A
 }  // namespace shm
 
 namespace hierarchical {
-// hierarchical.cc. REQUIRES: comm.hierarchical().
+// hierarchical.cc. REQUIRES: comm.route() == Route::kHierarchical.
 void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op);
 }  // namespace hierarchical
 

@@ -9,7 +9,7 @@
 
 namespace meshcomm::collectives::hierarchical {
 
-// hierarchical.cc. REQUIRES: comm.hierarchical().
+// hierarchical.cc. REQUIRES: comm.route() == Route::kHierarchical.
 void barrier(Comm& comm);
 
 }  // namespace meshcomm::collectives::hierarchical

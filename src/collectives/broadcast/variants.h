@@ -18,7 +18,7 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root);
 }  // namespace shm
 
 namespace hierarchical {
-// hierarchical.cc. REQUIRES: comm.hierarchical().
+// hierarchical.cc. REQUIRES: comm.route() == Route::kHierarchical.
 void broadcast(Comm& comm, void* data, size_t bytes, int root);
 }  // namespace hierarchical
 

@@ -19,7 +19,7 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
 }  // namespace shm
 
 namespace hierarchical {
-// hierarchical.cc. REQUIRES: comm.hierarchical().
+// hierarchical.cc. REQUIRES: comm.route() == Route::kHierarchical.
 void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root);
 }  // namespace hierarchical
 
