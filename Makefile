@@ -9,12 +9,19 @@ CMAKE_FLAGS ?=
 export PYTHONPATH := $(CURDIR)/$(BUILD)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps configure build test test-cpp test-python test-python-tcp test-long demo install fuzz clean
+VENV ?= $(BUILD)/venv
+VENV_PYTHON := $(VENV)/bin/python
+
+.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-long demo install fuzz clean
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
+
+# torch 2.x (PyPI) in a virtual environment that still sees Debian's packages.
+venv: deps
+	@bash scripts/make-venv.sh $(PYTHON) $(VENV)
 
 # Every target that compiles installs (or checks for) its prerequisites
 # first, so `make build` works on a fresh machine too.

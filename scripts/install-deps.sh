@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libssl-dev
-  python3 python3-dev python3-numpy python3-pytest pybind11-dev
+  python3 python3-dev python3-venv python3-numpy python3-pytest pybind11-dev
   iproute2 procps
 )
 missing=()
