@@ -50,6 +50,11 @@ class Comm {
   // The same call over `sub` (a subset of this group's ranks), flat: no
   // shared memory, every rank treated as remote.
   Comm subComm(Transport& sub) { return Comm(sub, context_, sig_, seq_, scratch_); }
+  // The same call with its messages (and shared-memory rounds) carrying
+  // `sig` instead, from phase 0: the agreement step's records.
+  Comm withSignature(const MessageSignature& sig) {
+    return Comm(transport_, context_, sig, seq_, scratch_, locality_);
+  }
 
   // Uninitialised temporary memory for this call (reused across calls).
   uint8_t* scratch(Scratch slot, size_t bytes) { return scratch_.get(slot, bytes); }

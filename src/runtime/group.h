@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/agreement.h"
 #include "collectives/comm.h"
 #include "common/thread_annotations.h"
 #include "meshcomm/process_group.h"
@@ -93,6 +94,10 @@ class GroupImpl {
     Comm comm(transport(), contextFor(opName, seq, options), sig, seq, scratch_, locality);
     try {
       body(comm);
+    } catch (const ArgumentsDisagree&) {
+      // Every rank found the same disagreement before any data moved: the
+      // group is intact, so it is not aborted.
+      throw;
     } catch (...) {
       failGroup(std::current_exception());
       throw;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "collectives/agreement.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
 #include "collectives/operations.h"
@@ -59,6 +60,17 @@ class Call {
   Call(const char* name, const GroupImpl& g) : name_(name), g_(g) {}
 
   const char* name() const { return name_; }
+  // What ranks must agree on beyond the signature (collectives/agreement.h).
+  // REQUIRES: made from an Operation.
+  CallArguments arguments(DType dtype, uint64_t count, const OpOptions& o) const {
+    CallArguments a;
+    a.operation = info_->operation;
+    a.dtype = dtype;
+    a.count = count;
+    a.op = o.op;
+    a.root = o.root;
+    return a;
+  }
   // REQUIRES (here and in root()): made from an Operation.
   MessageSignature signature(DType dtype, uint64_t count, uint64_t detail = 0,
                              ReduceOp op = ReduceOp::kSum) const {
@@ -205,7 +217,8 @@ WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, std::v
                      const OpOptions& o) {
   return group.runCollective(
       call.name(), call.signature(input.dtype, input.numel, o.root), o,
-      [input, blocks = std::move(blocks), o](Comm& c) {
+      [input, blocks = std::move(blocks), o, args = call.arguments(input.dtype, input.numel, o)](Comm& c) {
+        collectives::agree(c, args);
         collectives::gather(c, input.data, input.bytes(), blocks, o.root);
       });
 }
@@ -214,7 +227,8 @@ WorkPtr scatterBlocks(GroupImpl& group, const Call& call, TensorRef output, std:
                       const OpOptions& o) {
   return group.runCollective(
       call.name(), call.signature(output.dtype, output.numel, o.root), o,
-      [output, blocks = std::move(blocks), o](Comm& c) {
+      [output, blocks = std::move(blocks), o, args = call.arguments(output.dtype, output.numel, o)](Comm& c) {
+        collectives::agree(c, args);
         collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
       });
 }
@@ -262,7 +276,10 @@ WorkPtr ProcessGroup::broadcast(TensorRef data, const OpOptions& o) {
   checkForcedAlgorithm(Opcode::kBroadcast, size(), impl_->route());
   return impl_->runCollective(
       call.name(), call.signature(data.dtype, data.numel, o.root), o,
-      [data, o](Comm& c) { collectives::broadcast(c, data.data, data.bytes(), o.root); });
+      [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) {
+        collectives::agree(c, args);
+        collectives::broadcast(c, data.data, data.bytes(), o.root);
+      });
 }
 
 WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
@@ -273,7 +290,8 @@ WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
   checkForcedAlgorithm(Opcode::kReduce, size(), impl_->route());
   return impl_->runCollective(
       call.name(), call.signature(data.dtype, data.numel, o.root, o.op), o,
-      [data, o](Comm& c) {
+      [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) {
+        collectives::agree(c, args);
         collectives::reduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op, o.root);
       });
 }
@@ -307,10 +325,15 @@ WorkPtr ProcessGroup::allGatherIntoTensorUneven(TensorRef output, TensorRef inpu
   Call call(Operation::kAllGatherIntoTensorUneven, *impl_);
   call.unevenShare(input, "input", output, "output", counts, "output_split_sizes");
   auto blocks = blocksOf(output, counts);
+  CallArguments args = call.arguments(input.dtype, static_cast<uint64_t>(output.numel), o);
+  args.splits = counts;
   return impl_->runCollective(
       call.name(),
       call.signature(input.dtype, static_cast<uint64_t>(output.numel), digest(counts)),
-      o, [input, blocks](Comm& c) { collectives::allGather(c, input.data, input.bytes(), blocks); });
+      o, [input, blocks, args](Comm& c) {
+        collectives::agree(c, args);
+        collectives::allGather(c, input.data, input.bytes(), blocks);
+      });
 }
 
 WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRef>& inputs,
@@ -355,10 +378,13 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
   call.unevenShare(output, "output", input, "input", counts, "input_split_sizes");
   call.reduceOp(o.op, output.dtype);
   std::vector<size_t> sizes(counts.begin(), counts.end());
+  CallArguments args = call.arguments(output.dtype, static_cast<uint64_t>(input.numel), o);
+  args.splits = counts;
   return impl_->runCollective(
       call.name(),
       call.signature(output.dtype, static_cast<uint64_t>(input.numel), digest(counts), o.op),
-      o, [output, input, sizes, o](Comm& c) {
+      o, [output, input, sizes, o, args](Comm& c) {
+        collectives::agree(c, args);
         collectives::reduceScatter(c, input.data, sizes, output.data, output.dtype, o.op);
       });
 }
@@ -436,12 +462,18 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
     }
     return equalCounts(t.numel / size(), size());
   };
-  auto sends = blocksOf(input, split(sendCounts, input, "input_split_sizes"));
-  auto recvs = blocksOf(output, split(recvCounts, output, "output_split_sizes"));
+  CallArguments args = call.arguments(input.dtype, 0, o);
+  args.sendSplits = split(sendCounts, input, "input_split_sizes");
+  args.recvSplits = split(recvCounts, output, "output_split_sizes");
+  auto sends = blocksOf(input, args.sendSplits);
+  auto recvs = blocksOf(output, args.recvSplits);
   call.apart({Block{static_cast<uint8_t*>(output.data), output.bytes()}},
              {Block{static_cast<uint8_t*>(input.data), input.bytes()}});
   return impl_->runCollective(call.name(), call.signature(input.dtype, 0), o,
-                              [sends, recvs](Comm& c) { collectives::allToAll(c, sends, recvs); });
+                              [sends, recvs, args](Comm& c) {
+                                collectives::agree(c, args);
+                                collectives::allToAll(c, sends, recvs);
+                              });
 }
 
 WorkPtr ProcessGroup::barrier(const OpOptions& o) {

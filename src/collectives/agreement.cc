@@ -1,0 +1,182 @@
+#include "collectives/agreement.h"
+
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "transport/shm/shm_domain.h"
+
+namespace meshcomm::collectives {
+namespace {
+
+// A record is a list of 64-bit words: a fixed header, then the tables.
+enum Word : size_t { kDtype, kCount, kReduceOp, kRoot, kSplits, kSendSplits, kRecvSplits, kHeader };
+
+std::vector<int64_t> encode(const CallArguments& a) {
+  std::vector<int64_t> w(kHeader);
+  w[kDtype] = static_cast<int64_t>(a.dtype);
+  w[kCount] = static_cast<int64_t>(a.count);
+  w[kReduceOp] = static_cast<int64_t>(a.op);
+  w[kRoot] = a.root;
+  w[kSplits] = static_cast<int64_t>(a.splits.size());
+  w[kSendSplits] = static_cast<int64_t>(a.sendSplits.size());
+  w[kRecvSplits] = static_cast<int64_t>(a.recvSplits.size());
+  w.insert(w.end(), a.splits.begin(), a.splits.end());
+  w.insert(w.end(), a.sendSplits.begin(), a.sendSplits.end());
+  w.insert(w.end(), a.recvSplits.begin(), a.recvSplits.end());
+  return w;
+}
+
+// The tables of a record, as views into it.
+struct Tables {
+  const int64_t* splits;
+  const int64_t* send;
+  const int64_t* recv;
+  size_t splitCount, sendCount, recvCount;
+};
+Tables tablesOf(const std::vector<int64_t>& w) {
+  Tables t{};
+  t.splitCount = static_cast<size_t>(w[kSplits]);
+  t.sendCount = static_cast<size_t>(w[kSendSplits]);
+  t.recvCount = static_cast<size_t>(w[kRecvSplits]);
+  t.splits = w.data() + kHeader;
+  t.send = t.splits + t.splitCount;
+  t.recv = t.send + t.sendCount;
+  return t;
+}
+
+std::string listOf(const int64_t* v, size_t n) {
+  std::ostringstream os;
+  os << "[";
+  constexpr size_t kShown = 8;
+  for (size_t i = 0; i < n && i < kShown; ++i) os << (i ? ", " : "") << v[i];
+  if (n > kShown) os << ", ... (" << n << " entries)";
+  os << "]";
+  return os.str();
+}
+
+// What the records of ranks `a` and `b` disagree on, or "" if nothing of
+// their headers and shared split tables.
+std::string headerDifference(const OperationInfo& info, const std::vector<int64_t>& ra, int a,
+                             const std::vector<int64_t>& rb, int b) {
+  auto pair = [&](const char* what, const std::string& va, const std::string& vb) {
+    return std::string("they pass different ") + what + ": rank " + std::to_string(a) + " passes " +
+           va + ", rank " + std::to_string(b) + " passes " + vb;
+  };
+  auto dtypeOf = [](int64_t v) { return std::string(dtypeName(static_cast<DType>(v))); };
+  if (ra[kDtype] != rb[kDtype]) return pair("dtype", dtypeOf(ra[kDtype]), dtypeOf(rb[kDtype]));
+  if (info.reduces && ra[kReduceOp] != rb[kReduceOp]) {
+    return pair("op", reduceOpName(static_cast<ReduceOp>(ra[kReduceOp])),
+                reduceOpName(static_cast<ReduceOp>(rb[kReduceOp])));
+  }
+  if (info.rooted() && ra[kRoot] != rb[kRoot]) {
+    return pair(info.rootName(), std::to_string(ra[kRoot]), std::to_string(rb[kRoot]));
+  }
+  const Tables ta = tablesOf(ra), tb = tablesOf(rb);
+  if (ta.splitCount != tb.splitCount ||
+      std::memcmp(ta.splits, tb.splits, ta.splitCount * sizeof(int64_t)) != 0) {
+    const char* name = info.operation == Operation::kReduceScatterTensorUneven ? "input_split_sizes"
+                                                                              : "output_split_sizes";
+    return pair(name, listOf(ta.splits, ta.splitCount), listOf(tb.splits, tb.splitCount));
+  }
+  if (ra[kCount] != rb[kCount]) {
+    return pair("element counts", std::to_string(ra[kCount]), std::to_string(rb[kCount]));
+  }
+  return "";
+}
+
+// What all_to_all_single's split tables disagree on: what some rank sends
+// to another differs from what that one expects from it. "" if nothing.
+std::string exchangeDifference(const std::vector<std::vector<int64_t>>& records) {
+  const int p = static_cast<int>(records.size());
+  for (int from = 0; from < p; ++from) {
+    const Tables f = tablesOf(records[static_cast<size_t>(from)]);
+    for (int to = 0; to < p; ++to) {
+      const Tables t = tablesOf(records[static_cast<size_t>(to)]);
+      if (f.sendCount != static_cast<size_t>(p) || t.recvCount != static_cast<size_t>(p)) continue;
+      const int64_t sends = f.send[to];
+      const int64_t expects = t.recv[from];
+      if (sends == expects) continue;
+      return "they pass split sizes that do not match: rank " + std::to_string(from) + " sends " +
+             std::to_string(sends) + " elements to rank " + std::to_string(to) +
+             " (its input_split_sizes[" + std::to_string(to) + "]), but rank " +
+             std::to_string(to) + " expects " + std::to_string(expects) + " from rank " +
+             std::to_string(from) + " (its output_split_sizes[" + std::to_string(from) + "])";
+    }
+  }
+  return "";
+}
+
+// The same verdict on every rank: every rank holds the same records.
+void judge(const Comm& comm, const OperationInfo& info,
+           const std::vector<std::vector<int64_t>>& records) {
+  std::string why;
+  for (size_t r = 1; r < records.size() && why.empty(); ++r) {
+    why = headerDifference(info, records[0], 0, records[r], static_cast<int>(r));
+  }
+  if (why.empty() && info.operation == Operation::kAllToAllSingle) why = exchangeDifference(records);
+  if (why.empty()) return;
+  throw ArgumentsDisagree(comm.context().describe() + ": the ranks are not running the same operation: " +
+                          why + " (group ranks). Nothing was sent and the group is still usable; "
+                          "every rank must pass the same values");
+}
+
+// The signature the records travel under: the call's family alone, so a
+// rank running another family, or a call of this family that skips the
+// step, fails the usual signature check instead of misreading a record.
+MessageSignature recordSignature(const Comm& comm) {
+  MessageSignature sig;
+  sig.opcode = comm.signature().opcode;
+  return sig;
+}
+
+// One round on the host's segment: each rank's record in its cell.
+std::vector<std::vector<int64_t>> exchangeOnSharedMemory(Comm& comm, const std::vector<int64_t>& mine) {
+  Comm records = comm.withSignature(recordSignature(comm));
+  ShmOp op = records.shmOp();
+  const size_t bytes = mine.size() * sizeof(int64_t);
+  std::memcpy(op.beginCell(), mine.data(), bytes);
+  op.publish();
+  op.waitAll();
+  std::vector<std::vector<int64_t>> all(static_cast<size_t>(op.size()), std::vector<int64_t>(mine.size()));
+  for (int local = 0; local < op.size(); ++local) {
+    std::memcpy(all[static_cast<size_t>(op.domain().groupRank(local))].data(), op.cell(local), bytes);
+  }
+  return all;
+}
+
+// One message from every rank to every other.
+std::vector<std::vector<int64_t>> exchangeByMessages(Comm& comm, const std::vector<int64_t>& mine) {
+  Comm records = comm.withSignature(recordSignature(comm));
+  const int p = comm.size();
+  const size_t bytes = mine.size() * sizeof(int64_t);
+  std::vector<std::vector<int64_t>> all(static_cast<size_t>(p), std::vector<int64_t>(mine.size()));
+  all[static_cast<size_t>(comm.rank())] = mine;
+  for (int peer = 0; peer < p; ++peer) {
+    if (peer == comm.rank()) continue;
+    records.recv(peer, 0, all[static_cast<size_t>(peer)].data(), bytes);
+    records.send(peer, 0, mine.data(), bytes);
+  }
+  records.waitAll();
+  return all;
+}
+
+}  // namespace
+
+bool needsAgreement(Operation operation) {
+  const OperationInfo& info = operationInfo(operation);
+  return info.rooted() || info.splitSizes;
+}
+
+void agree(Comm& comm, const CallArguments& args) {
+  if (comm.size() > 1) {
+    const std::vector<int64_t> mine = encode(args);
+    const bool shm = comm.route() == Route::kShm && comm.hasShmDomain() &&
+                     mine.size() * sizeof(int64_t) <= ShmDomain::kCellBytes;
+    judge(comm, operationInfo(args.operation),
+          shm ? exchangeOnSharedMemory(comm, mine) : exchangeByMessages(comm, mine));
+  }
+  comm.nextPhase();
+}
+
+}  // namespace meshcomm::collectives

@@ -1,0 +1,70 @@
+// Agreement: before any byte of a rooted or split-size call moves, every
+// rank learns what every other rank passed for the arguments that must
+// agree, and all of them reach the same verdict.
+//
+// Why a separate step: a message's signature catches ranks that disagree
+// only when their messages meet. A root that disagrees can mean that no
+// message ever meets (every rank naming itself the root of a broadcast
+// sends and returns; a rank waiting for a root that thinks it is a leaf
+// waits until the deadline), and all_to_all_single's split tables can
+// disagree between a pair of ranks while every other pair's data is
+// already written. So these calls first exchange a small record of their
+// arguments: on shared memory one round of flag lines and cells (the
+// records sit in the cells), elsewhere one message to every other rank.
+// Every rank then holds every record and checks all of them the same way,
+// so on a disagreement every rank raises the same ArgumentsDisagree, no
+// data has moved, and the group stays usable: the next correct call works.
+//
+// Calls whose every message carries everything that must agree (all_reduce,
+// reduce_scatter, all_gather, barrier) skip this step: their signature
+// check is free, and a disagreement there still fails every rank, though
+// it breaks the group (docs/errors.md).
+//
+// Thread-safety: run by the group's executor, one call at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "collectives/comm.h"
+#include "collectives/operations.h"
+#include "meshcomm/error.h"
+#include "meshcomm/types.h"
+
+namespace meshcomm {
+
+// Ranks passed different values for an argument that must agree, and every
+// rank found out before any data moved. The group is still usable, so the
+// runtime does not abort it for this error.
+class ArgumentsDisagree : public Mismatch {
+ public:
+  using Mismatch::Mismatch;
+};
+
+// What one rank passed to a call, for the arguments that must agree.
+struct CallArguments {
+  Operation operation = Operation::kBarrier;
+  DType dtype = DType::kUInt8;
+  uint64_t count = 0;             // elements, as the signature counts them
+  ReduceOp op = ReduceOp::kSum;   // when the operation reduces
+  int root = -1;                  // when the operation is rooted
+  // The uneven collectives: the split sizes every rank passes alike.
+  std::vector<int64_t> splits;
+  // all_to_all_single: what this rank sends to / expects from each rank.
+  std::vector<int64_t> sendSplits;
+  std::vector<int64_t> recvSplits;
+};
+
+namespace collectives {
+
+// Whether `operation` runs the agreement step before moving data.
+bool needsAgreement(Operation operation);
+
+// Exchanges `mine` with every rank of `comm` and returns if all agree;
+// otherwise throws ArgumentsDisagree on every rank, naming the argument,
+// two values and the ranks that passed them. Starts a new phase of
+// `comm`, so the call's own messages never share a tag with the records.
+void agree(Comm& comm, const CallArguments& mine);
+
+}  // namespace collectives
+}  // namespace meshcomm

@@ -1,0 +1,237 @@
+// Ranks that pass different values for an argument that must agree (a
+// root, a reduction op, split sizes) to a rooted or split-size collective:
+// every rank fails with Mismatch within a second, the message names the
+// argument, two of the values and the ranks that passed them, no output
+// buffer is written, and the group stays usable (the next correct call
+// succeeds). One job per transport, size and message size runs every case
+// in turn, so each case also proves the one before left the group intact.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collective_harness.h"
+#include "transport_cases.h"
+
+namespace meshcomm::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// One rank's buffers for a case: what it sends and where output lands.
+struct Buffers {
+  std::vector<int32_t> input;
+  std::vector<int32_t> output;
+  std::vector<std::vector<int32_t>> list;  // gather's / scatter's per-rank tensors
+};
+
+constexpr int32_t kUntouched = 0x5a5a5a5a;
+int32_t own(int rank) { return 1000 + rank; }
+
+struct AgreementCase {
+  const char* name;
+  // Fills `b` and issues the call; `n` elements per rank's share.
+  std::function<WorkPtr(ProcessGroup&, int64_t n, Buffers& b)> call;
+  // Substrings every rank's message must hold, given the group size.
+  std::function<std::vector<std::string>(int p)> says;
+};
+
+TensorRef ref(std::vector<int32_t>& v) { return TensorRef{v.data(), static_cast<int64_t>(v.size()), DType::kInt32}; }
+
+std::vector<AgreementCase> agreementCases() {
+  const int odd = 1;  // the rank that disagrees where only one does
+  auto selfRoot = [](const char* arg) {
+    return [arg](int) {
+      return std::vector<std::string>{std::string("different ") + arg + ": rank 0 passes 0, rank 1 passes 1"};
+    };
+  };
+  auto oneOff = [](const char* arg) {
+    return [arg](int p) {
+      return std::vector<std::string>{std::string("different ") + arg + ": rank 0 passes 0, rank 1 passes " +
+                                      std::to_string(p - 1)};
+    };
+  };
+  return {
+      {"broadcast, every rank its own src",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
+         OpOptions o;
+         o.root = pg.rank();
+         return pg.broadcast(ref(b.output), o);
+       },
+       selfRoot("src")},
+      {"broadcast, one rank names another src",
+       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
+         OpOptions o;
+         o.root = pg.rank() == odd ? pg.size() - 1 : 0;
+         return pg.broadcast(ref(b.output), o);
+       },
+       oneOff("src")},
+      {"reduce, every rank its own dst",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
+         OpOptions o;
+         o.root = pg.rank();
+         return pg.reduce(ref(b.output), o);
+       },
+       selfRoot("dst")},
+      {"reduce, different ops",
+       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
+         OpOptions o;
+         o.op = pg.rank() == odd ? ReduceOp::kMax : ReduceOp::kSum;
+         return pg.reduce(ref(b.output), o);
+       },
+       [](int) { return std::vector<std::string>{"different op: rank 0 passes sum, rank 1 passes max"}; }},
+      {"gather, every rank its own dst",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.input.assign(static_cast<size_t>(n), own(pg.rank()));
+         b.list.assign(static_cast<size_t>(pg.size()), std::vector<int32_t>(static_cast<size_t>(n), kUntouched));
+         std::vector<TensorRef> outs;
+         for (auto& t : b.list) outs.push_back(ref(t));
+         OpOptions o;
+         o.root = pg.rank();
+         return pg.gather(outs, ref(b.input), o);
+       },
+       selfRoot("dst")},
+      {"gather_into_tensor, one rank names another dst",
+       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.input.assign(static_cast<size_t>(n), own(pg.rank()));
+         b.output.assign(static_cast<size_t>(n * pg.size()), kUntouched);
+         OpOptions o;
+         o.root = pg.rank() == odd ? pg.size() - 1 : 0;
+         return pg.gatherIntoTensor(ref(b.output), ref(b.input), o);
+       },
+       oneOff("dst")},
+      {"scatter, one rank names another src",
+       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.output.assign(static_cast<size_t>(n), kUntouched);
+         b.list.assign(static_cast<size_t>(pg.size()), std::vector<int32_t>(static_cast<size_t>(n), own(pg.rank())));
+         std::vector<TensorRef> ins;
+         for (auto& t : b.list) ins.push_back(ref(t));
+         OpOptions o;
+         o.root = pg.rank() == odd ? pg.size() - 1 : 0;
+         return pg.scatter(ref(b.output), ins, o);
+       },
+       oneOff("src")},
+      {"scatter_tensor, every rank its own src",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         b.output.assign(static_cast<size_t>(n), kUntouched);
+         b.input.assign(static_cast<size_t>(n * pg.size()), own(pg.rank()));
+         OpOptions o;
+         o.root = pg.rank();
+         return pg.scatterTensor(ref(b.output), ref(b.input), o);
+       },
+       selfRoot("src")},
+      {"all_to_all_single, split sizes that do not match",
+       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+         // The odd rank expects one element more from rank 0 than rank 0 sends.
+         const int p = pg.size();
+         std::vector<int64_t> sends(static_cast<size_t>(p), n), recvs = sends;
+         if (pg.rank() == odd) recvs[0] += 1;
+         b.input.assign(static_cast<size_t>(n * p), own(pg.rank()));
+         b.output.assign(static_cast<size_t>(n * p + (pg.rank() == odd ? 1 : 0)), kUntouched);
+         return pg.allToAllSingle(ref(b.output), ref(b.input), recvs, sends);
+       },
+       [](int) {
+         return std::vector<std::string>{"split sizes that do not match", "rank 0 sends", "to rank 1",
+                                         "output_split_sizes[0]"};
+       }},
+      {"all_gather_into_tensor_uneven, different split sizes",
+       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+         // The odd rank gives rank 0 one element more (and its output one more).
+         const int p = pg.size();
+         std::vector<int64_t> splits(static_cast<size_t>(p), n);
+         if (pg.rank() == odd) splits[0] += 1;
+         b.input.assign(static_cast<size_t>(n), own(pg.rank()));
+         b.output.assign(static_cast<size_t>(n * p + (pg.rank() == odd ? 1 : 0)), kUntouched);
+         return pg.allGatherIntoTensorUneven(ref(b.output), ref(b.input), splits);
+       },
+       [](int) { return std::vector<std::string>{"different output_split_sizes: rank 0 passes [", "rank 1 passes ["}; }},
+      {"reduce_scatter_tensor_uneven, different split sizes",
+       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+         const int p = pg.size();
+         std::vector<int64_t> splits(static_cast<size_t>(p), n);
+         if (pg.rank() == odd) splits[0] += 1;
+         b.input.assign(static_cast<size_t>(n * p + (pg.rank() == odd ? 1 : 0)), own(pg.rank()));
+         b.output.assign(static_cast<size_t>(n), kUntouched);
+         return pg.reduceScatterTensorUneven(ref(b.output), ref(b.input), splits);
+       },
+       [](int) { return std::vector<std::string>{"different input_split_sizes: rank 0 passes [", "rank 1 passes ["}; }},
+  };
+}
+
+// Whether every output of `b` is as the case left it before the call:
+// buffers a rank owns hold own(rank), the others kUntouched.
+bool untouched(const Buffers& b, int rank, const char* caseName) {
+  const bool ownData = std::strncmp(caseName, "broadcast", 9) == 0 || std::strncmp(caseName, "reduce,", 7) == 0;
+  const int32_t expected = ownData ? own(rank) : kUntouched;
+  for (int32_t v : b.output) {
+    if (v != expected) return false;
+  }
+  if (std::strncmp(caseName, "gather", 6) == 0) {
+    for (const auto& t : b.list) {
+      for (int32_t v : t) {
+        if (v != kUntouched) return false;
+      }
+    }
+  }
+  return true;
+}
+
+void runAgreement(const TransportCase& transport, int64_t n) {
+  JobOptions o;
+  o.bound = 120s;
+  o.timeout = 30s;  // far above the bound checked below, so a Timeout cannot pass for a Mismatch
+  auto statuses = runWorld(transport.p, withTransport(transport, o), [&](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    for (const auto& c : agreementCases()) {
+      // Everyone enters the case together, so the time measured is the check's.
+      pg.barrier()->wait();
+      Buffers b;
+      std::string what;
+      const uint64_t t0 = monoNowNs();
+      Caught got = catchError([&] { c.call(pg, n, b)->wait(); }, &what);
+      const double ms = msBetween(t0, monoNowNs());
+      CHILD_CHECK(got == Caught::kMismatch,
+                  "" << c.name << ": rank " << e.rank << " got " << caughtName(got) << " (" << what << ")");
+      CHILD_CHECK(ms < 1000, "" << c.name << ": rank " << e.rank << " took " << ms << " ms to fail");
+      CHILD_CHECK(what.find("not running the same operation") != std::string::npos &&
+                      what.find("the group is still usable") != std::string::npos,
+                  "" << c.name << ": unclear message on rank " << e.rank << ": " << what);
+      for (const auto& s : c.says(pg.size())) {
+        CHILD_CHECK(what.find(s) != std::string::npos,
+                    "" << c.name << ": rank " << e.rank << "'s message lacks \"" << s << "\": " << what);
+      }
+      CHILD_CHECK(untouched(b, e.rank, c.name), "" << c.name << ": rank " << e.rank << "'s output was written");
+      // The group is intact: a correct call works, with the right result.
+      std::vector<int32_t> data(static_cast<size_t>(n), own(e.rank));
+      OpOptions root;
+      root.root = pg.size() - 1;
+      Caught next = catchError([&] { pg.broadcast(ref(data), root)->wait(); }, &what);
+      CHILD_CHECK(next == Caught::kNone, "" << c.name << ": the next call failed on rank " << e.rank << ": " << what);
+      CHILD_CHECK(data.front() == own(pg.size() - 1) && data.back() == own(pg.size() - 1),
+                  "" << c.name << ": the next call's result is wrong on rank " << e.rank);
+    }
+    return kExitOk;
+  });
+  EXPECT_TRUE(allOk(statuses)) << transport.name() << ", " << n << " elements\n" << describeAll(statuses);
+}
+
+class Agreement : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(Agreement, SmallMessages) { runAgreement(GetParam(), 4); }
+// 4 MiB per rank's share: the large-message algorithms of every family.
+TEST_P(Agreement, LargeMessages) { runAgreement(GetParam(), int64_t{1} << 20); }
+
+INSTANTIATE_TEST_SUITE_P(Conformance, Agreement,
+                         ::testing::Values(shmCase(2), shmCase(3), shmCase(4), tcpCase(2), tcpCase(3),
+                                           tcpCase(4), kHierarchical2x2),
+                         TransportCaseName{});
+
+}  // namespace
+}  // namespace meshcomm::test
