@@ -57,13 +57,11 @@ struct CallArguments {
 
 namespace collectives {
 
-// Whether `operation` runs the agreement step before moving data.
-bool needsAgreement(Operation operation);
-
 // Exchanges `mine` with every rank of `comm` and returns if all agree;
 // otherwise throws ArgumentsDisagree on every rank, naming the argument,
 // two values and the ranks that passed them. Starts a new phase of
 // `comm`, so the call's own messages never share a tag with the records.
+// MESHCOMM_CHECK=0 (the same on every rank) turns the step off.
 void agree(Comm& comm, const CallArguments& mine);
 
 }  // namespace collectives

@@ -183,13 +183,15 @@ bool untouched(const Buffers& b, int rank, const char* caseName) {
   return true;
 }
 
-void runAgreement(const TransportCase& transport, int64_t n) {
+// Runs the cases whose name starts with `only` (all by default).
+void runAgreement(const TransportCase& transport, int64_t n, const std::string& only = "") {
   JobOptions o;
   o.bound = 120s;
   o.timeout = 30s;  // far above the bound checked below, so a Timeout cannot pass for a Mismatch
   auto statuses = runWorld(transport.p, withTransport(transport, o), [&](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     for (const auto& c : agreementCases()) {
+      if (std::string(c.name).rfind(only, 0) != 0) continue;
       // Everyone enters the case together, so the time measured is the check's.
       pg.barrier()->wait();
       Buffers b;
@@ -231,6 +233,14 @@ TEST_P(Agreement, LargeMessages) { runAgreement(GetParam(), int64_t{1} << 20); }
 INSTANTIATE_TEST_SUITE_P(Conformance, Agreement,
                          ::testing::Values(shmCase(2), shmCase(3), shmCase(4), tcpCase(2), tcpCase(3),
                                            tcpCase(4), kHierarchical2x2),
+                         TransportCaseName{});
+
+// all_to_all_single's split check with eight ranks: 64 pairs of tables.
+class AgreementOnEightRanks : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(AgreementOnEightRanks, AllToAllSplitSizes) { runAgreement(GetParam(), 40, "all_to_all_single"); }
+
+INSTANTIATE_TEST_SUITE_P(Conformance, AgreementOnEightRanks, ::testing::Values(shmCase(8), tcpCase(8)),
                          TransportCaseName{});
 
 }  // namespace

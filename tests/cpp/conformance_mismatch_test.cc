@@ -1,7 +1,9 @@
-// Ranks that disagree about a collective (count, dtype, op, root, sizes,
-// or which collective at all), on every transport: every rank fails with
-// Mismatch, promptly (far sooner than the group's timeout), and the group
-// stays broken, so the next call fails at once too. The disagreements a
+// Ranks that disagree about a collective whose messages carry everything
+// that must agree (count, dtype, op, or which collective at all), on every
+// transport: every rank fails with Mismatch, promptly (far sooner than the
+// group's timeout), and the group stays broken, so the next call fails at
+// once too. Rooted and split-size collectives check their arguments before
+// any data moves and leave the group usable: conformance_agreement_test.cc. The disagreements a
 // transport does not detect yet are listed in knownGap() and run only by
 // the DISABLED_ test below.
 #include <gtest/gtest.h>
@@ -26,30 +28,7 @@ struct MismatchCase {
   const char* name;
   // The call each rank makes; `odd` marks the rank that disagrees.
   std::function<WorkPtr(ProcessGroup&, bool odd, std::vector<uint8_t>& storage)> call;
-  // A rank that receives nothing the odd rank sent (a broadcast root, a
-  // leaf fed by a healthy parent) cannot see the disagreement: its
-  // transfers complete. It must then fail on its next call instead, with
-  // the same Mismatch.
-  bool someRanksMayFinish = false;
-  // What the message of the rank that sees the disagreement says on
-  // shared memory, where some checks are the collective's own (TCP's
-  // receive matching always says kNotSameOperation).
-  const char* shmMessage = kNotSameOperation;
 };
-
-// Whether `what` is the message `c` should produce on `transport`. On
-// emulated hosts a disagreement may surface in a host's shared memory or
-// between the leaders over TCP, so either wording is right there.
-bool saysMismatch(const TransportCase& transport, const MismatchCase& c, const std::string& what) {
-  const bool shmWording = what.find(c.shmMessage) != std::string::npos;
-  const bool tcpWording = what.find(kNotSameOperation) != std::string::npos;
-  switch (transport.kind) {
-    case TransportKind::kShm: return shmWording;
-    case TransportKind::kTcp: return tcpWording;
-    case TransportKind::kHierarchical: return shmWording || tcpWording;
-  }
-  return false;
-}
 
 void runMismatch(const TransportCase& transport, int oddRank, const MismatchCase& c) {
   JobOptions o;
@@ -72,14 +51,11 @@ void runMismatch(const TransportCase& transport, int oddRank, const MismatchCase
           c.call(pg, e.rank == oddRank, storage)->wait();
         },
         &what);
-    if (got == Caught::kNone && c.someRanksMayFinish) {
-      got = catchError([&] { pg.barrier()->wait(); }, &what);
-    }
     const double ms = msBetween(t0, monoNowNs());
     CHILD_CHECK(got == Caught::kMismatch, "" << c.name << ": rank " << e.rank << " got " << caughtName(got)
                                                        << " (" << what << ")");
     CHILD_CHECK(ms < 5000, "" << c.name << ": rank " << e.rank << " took " << ms << " ms to fail");
-    CHILD_CHECK(saysMismatch(transport, c, what),
+    CHILD_CHECK(what.find(kNotSameOperation) != std::string::npos,
                 "" << c.name << ": unclear message on rank " << e.rank << ": " << what);
     // The group is broken now: the next call fails at once.
     const uint64_t t1 = monoNowNs();
@@ -96,29 +72,7 @@ std::vector<MismatchCase> mismatchCases() {
     s.assign(static_cast<size_t>(n) * dtypeSize(d), 1);
     return TensorRef{s.data(), n, d};
   };
-  // The odd rank expects one byte more from the rank before it than that
-  // rank sends (same signature, sizes differ). `block` picks the path:
-  // 4 bytes travel in the flag line, 40 in the size's line of the slot,
-  // 1 MiB in rounds after it.
-  auto allToAllSizes = [](int64_t block) {
-    return [block](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
-      const int p = pg.size();
-      std::vector<int64_t> sendCounts(static_cast<size_t>(p), block);
-      std::vector<int64_t> recvCounts = sendCounts;
-      if (odd) recvCounts[static_cast<size_t>((pg.rank() + p - 1) % p)] += 1;
-      static std::vector<uint8_t> in;
-      in.assign(static_cast<size_t>(block * p), 7);
-      int64_t total = 0;
-      for (int64_t c : recvCounts) total += c;
-      s.assign(static_cast<size_t>(total), 0);
-      return pg.allToAllSingle(TensorRef{s.data(), total, DType::kUInt8},
-                               TensorRef{in.data(), block * p, DType::kUInt8}, recvCounts, sendCounts);
-    };
-  };
   return {
-      {"allToAllSingle tiny sizes", allToAllSizes(4), true, "bytes to this rank"},
-      {"allToAllSingle small sizes", allToAllSizes(40), true, "bytes to this rank"},
-      {"allToAllSingle large sizes", allToAllSizes(1 << 20), true, "bytes to this rank"},
       {"allReduce count", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          return pg.allReduce(tensor(s, DType::kFloat32, odd ? 1001 : 1000));
        }},
@@ -140,16 +94,6 @@ std::vector<MismatchCase> mismatchCases() {
          const int64_t ring = pg.size() > 2 ? 16500 : 262200;
          return pg.allReduce(tensor(s, DType::kFloat32, odd ? ring : rd));
        }},
-      {"broadcast count", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
-         return pg.broadcast(tensor(s, DType::kUInt8, odd ? 10 : 12));
-       }, true},
-      {"broadcast root", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
-         // The odd rank believes it is the root too: both roots finish at
-         // once, and the disagreement shows in the next call.
-         OpOptions o;
-         o.root = odd ? pg.rank() : 0;
-         return pg.broadcast(tensor(s, DType::kUInt8, 16), o);
-       }, true},
       {"allReduce vs allGather", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          if (!odd) return pg.allReduce(tensor(s, DType::kInt64, 8));
          s.assign(8 * 8 * static_cast<size_t>(pg.size()), 0);
@@ -166,11 +110,6 @@ std::vector<MismatchCase> mismatchCases() {
 // which fails until they are detected.
 const char* knownGap(const TransportCase& transport, const MismatchCase& c) {
   const std::string name = c.name;
-  if (transport.kind == TransportKind::kTcp && transport.p == 2 && name == "broadcast root") {
-    return "both ranks believe they are the root: each sends its data and finishes, the two "
-           "messages wait unmatched among the other's unexpected messages, and no later call "
-           "looks at them, so neither rank ever fails";
-  }
   if (transport.kind == TransportKind::kHierarchical && name == "allReduce vs allGather") {
     return "the two schedules share no message: rank 2's all_gather ring waits over TCP for "
            "rank 1, which waits in its host's shared memory for the all_reduce, while rank 0 "
@@ -203,15 +142,6 @@ TEST_P(Mismatch, DISABLED_KnownGapsFailPromptlyToo) {
 INSTANTIATE_TEST_SUITE_P(Conformance, Mismatch,
                          ::testing::Values(shmCase(2), shmCase(4), tcpCase(2), tcpCase(4),
                                            kHierarchical2x2),
-                         TransportCaseName{});
-
-// The first case (all_to_all sizes that disagree) with more ranks, where
-// the odd rank is neither first nor last nor in the middle.
-class MismatchOnEightRanks : public ::testing::TestWithParam<TransportCase> {};
-
-TEST_P(MismatchOnEightRanks, AllToAllSizes) { runMismatch(GetParam(), 5, mismatchCases()[0]); }
-
-INSTANTIATE_TEST_SUITE_P(Conformance, MismatchOnEightRanks, ::testing::Values(shmCase(8), tcpCase(8)),
                          TransportCaseName{});
 
 }  // namespace
