@@ -12,6 +12,17 @@ Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64
       sig_(sig),
       seq_(seq),
       scratch_(scratch),
+      locality_(locality) {
+  if (locality_.shm != nullptr) locality_.shm->announce(seq, sig);
+}
+
+Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
+           ScratchArena& scratch, Locality locality, Unannounced)
+    : transport_(transport),
+      context_(std::move(context)),
+      sig_(sig),
+      seq_(seq),
+      scratch_(scratch),
       locality_(locality) {}
 
 Comm::~Comm() {

@@ -29,7 +29,8 @@ struct Locality {
 class Comm {
  public:
   // seq: the group's collective sequence number (the same on every rank
-  // for the same call). sig: the operation's signature.
+  // for the same call). sig: the operation's signature. With a shared-memory
+  // domain, announces the call there (ShmDomain::announce).
   Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
        ScratchArena& scratch, Locality locality = {});
   // Returns big scratch buffers to the system; see ScratchArena::trim.
@@ -53,7 +54,7 @@ class Comm {
   // The same call with its messages (and shared-memory rounds) carrying
   // `sig` instead, from phase 0: the agreement step's records.
   Comm withSignature(const MessageSignature& sig) {
-    return Comm(transport_, context_, sig, seq_, scratch_, locality_);
+    return Comm(transport_, context_, sig, seq_, scratch_, locality_, Unannounced{});
   }
 
   // Uninitialised temporary memory for this call (reused across calls).
@@ -78,6 +79,11 @@ class Comm {
   static constexpr uint32_t kStepsPerPhase = 1u << 16;
 
  private:
+  // A further view of a call already announced.
+  struct Unannounced {};
+  Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
+       ScratchArena& scratch, Locality locality, Unannounced);
+
   Transport& transport_;
   OpContext context_;
   MessageSignature sig_;

@@ -2,14 +2,14 @@
 // that must agree (count, dtype, op, or which collective at all), on every
 // transport: every rank fails with Mismatch, promptly (far sooner than the
 // group's timeout), and the group stays broken, so the next call fails at
-// once too. Rooted and split-size collectives check their arguments before
-// any data moves and leave the group usable: conformance_agreement_test.cc. The disagreements a
-// transport does not detect yet are listed in knownGap() and run only by
-// the DISABLED_ test below.
+// once too. On emulated hosts this includes schedules that share no
+// message (a hierarchical all_reduce against an all_gather): shared-memory
+// waits compare the calls their local peers entered. Rooted and split-size
+// collectives check their arguments before any data moves and leave the
+// group usable: conformance_agreement_test.cc.
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -104,39 +104,12 @@ std::vector<MismatchCase> mismatchCases() {
   };
 }
 
-// Disagreements meshcomm does not detect on some transports yet: the
-// reason, or null where it does. These run only in
-// DISABLED_KnownGapsFailPromptlyToo (--gtest_also_run_disabled_tests),
-// which fails until they are detected.
-const char* knownGap(const TransportCase& transport, const MismatchCase& c) {
-  const std::string name = c.name;
-  if (transport.kind == TransportKind::kHierarchical && name == "allReduce vs allGather") {
-    return "the two schedules share no message: rank 2's all_gather ring waits over TCP for "
-           "rank 1, which waits in its host's shared memory for the all_reduce, while rank 0 "
-           "waits over TCP for a leaders' message rank 2 never sends; no receive sees a wrong "
-           "signature, so every rank fails with Timeout at the group's deadline, not Mismatch";
-  }
-  return nullptr;
-}
-
 class Mismatch : public ::testing::TestWithParam<TransportCase> {};
 
 TEST_P(Mismatch, EveryRankFailsPromptly) {
   for (const auto& c : mismatchCases()) {
-    if (knownGap(GetParam(), c) == nullptr) runMismatch(GetParam(), GetParam().p / 2, c);
+    runMismatch(GetParam(), GetParam().p / 2, c);
   }
-}
-
-TEST_P(Mismatch, DISABLED_KnownGapsFailPromptlyToo) {
-  int gaps = 0;
-  for (const auto& c : mismatchCases()) {
-    if (const char* why = knownGap(GetParam(), c)) {
-      ++gaps;
-      std::printf("[known gap] %s on %s: %s\n", c.name, GetParam().name().c_str(), why);
-      runMismatch(GetParam(), GetParam().p / 2, c);
-    }
-  }
-  if (gaps == 0) GTEST_SKIP() << "no known gap on " << GetParam().name();
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, Mismatch,

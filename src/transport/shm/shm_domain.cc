@@ -32,7 +32,7 @@ namespace meshcomm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6873'6d6d'6f63'686dULL;  // "mhcommsh"
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 // How often a waiting rank looks beyond its own flags (pids, store).
@@ -75,8 +75,15 @@ struct alignas(kLine) AbortLine {
   char message[kLine * 16 - 12];  // room for a Mismatch naming both signatures
 };
 
+// A local rank's process, and the collective call it entered last: its
+// sequence number + 1 (0: none yet; written last, like a flag's round)
+// and signature. A rank that waits long compares its peers' with its own.
 struct alignas(kLine) MemberLine {
   std::atomic<int32_t> pid;
+  std::atomic<uint32_t> entryKind;  // opcode | dtype << 8 | reduceOp << 16
+  std::atomic<uint64_t> entrySeq;
+  std::atomic<uint64_t> entryCount;
+  std::atomic<uint64_t> entryDetail;
 };
 
 // A ring's two counters, each written by one side only.
@@ -276,6 +283,47 @@ void ShmDomain::publish(uint64_t round, const MessageSignature& sig, uint32_t hi
   f.detail = sig.detail;
   f.round.store(round, std::memory_order_release);
   notify();
+}
+
+void ShmDomain::announce(uint64_t seq, const MessageSignature& sig) {
+  MemberLine& m = Layout::members(layout_)[options_.localRank];
+  // Readers check the sequence number before and after the fields.
+  m.entrySeq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  m.entryKind.store(sig.opcode | (uint32_t{sig.dtype} << 8) | (uint32_t{sig.reduceOp} << 16),
+                    std::memory_order_relaxed);
+  m.entryCount.store(sig.opCount, std::memory_order_relaxed);
+  m.entryDetail.store(sig.detail, std::memory_order_relaxed);
+  m.entrySeq.store(seq + 1, std::memory_order_release);
+  entrySeq_ = seq + 1;
+  entrySig_ = sig;
+}
+
+void ShmDomain::checkEntries(const OpContext& ctx) {
+  if (entrySeq_ == 0) return;
+  MemberLine* members = Layout::members(layout_);
+  for (int i = 0; i < localSize(); ++i) {
+    if (i == options_.localRank) continue;
+    MemberLine& m = members[i];
+    if (m.entrySeq.load(std::memory_order_acquire) != entrySeq_) continue;
+    const uint32_t kind = m.entryKind.load(std::memory_order_relaxed);
+    MessageSignature theirs{static_cast<uint8_t>(kind), static_cast<uint8_t>(kind >> 8),
+                            static_cast<uint8_t>(kind >> 16), m.entryCount.load(std::memory_order_relaxed),
+                            m.entryDetail.load(std::memory_order_relaxed)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    // Changed meanwhile: that rank has moved on to a later call.
+    if (m.entrySeq.load(std::memory_order_relaxed) != entrySeq_) continue;
+    if (theirs == entrySig_) continue;
+    auto describe = [&](const MessageSignature& sig) {
+      if (options_.describeSignature) return options_.describeSignature(sig, kNoMessageBytes);
+      return "opcode " + std::to_string(sig.opcode);
+    };
+    std::string message =
+        ctx.describe() + ": " + describeRank(i) + " on this host is not running the same operation: its call #" +
+        std::to_string(entrySeq_ - 1) + " on this group is " + describe(theirs) + ", this rank's is " +
+        describe(entrySig_) + "; every rank of the group must make the same collective calls in the same order";
+    failOp(wire::AbortReason::kMismatch, message, std::make_exception_ptr(Mismatch(message)));
+  }
 }
 
 void ShmDomain::notify() {
@@ -481,6 +529,7 @@ void ShmDomain::checkPeers(const std::string& during, const Needed& needed) {
 void ShmDomain::checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited,
                               const Needed& needed) {
   const std::string during = ctx.describe();
+  checkEntries(ctx);
   checkPeers(during, needed);
   if (ctx.deadline.expired()) {
     std::string message = during + " timed out waiting for " + awaited();

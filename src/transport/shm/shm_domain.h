@@ -151,6 +151,14 @@ class ShmDomain {
   // The process of a local rank (attached ranks only).
   pid_t pidOf(int local) const;
 
+  // Records, in this rank's member line, that it entered collective call
+  // `seq` of the group with signature `sig` (a few stores). A rank that
+  // waits long compares the calls its local peers entered with its own: a
+  // peer in the same call with another signature is a Mismatch, even when
+  // the two calls never wait on each other here (a hierarchical all_reduce
+  // waiting on this host for a rank whose all_gather waits over TCP).
+  void announce(uint64_t seq, const MessageSignature& sig);
+
   // Raises the abort line (first caller wins) and wakes every sleeper, so
   // the other local ranks fail with this error too. Never throws.
   void abort(wire::AbortReason reason, const std::string& message) noexcept;
@@ -180,6 +188,9 @@ class ShmDomain {
   // The slow path of the waits: yields, sleeps and checks liveness.
   void waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
                 const std::function<std::string()>& awaited, const Needed& needed);
+  // Fails with Mismatch if a local rank announced this rank's call with
+  // another signature.
+  void checkEntries(const OpContext& ctx);
   void checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited,
                      const Needed& needed);
   [[noreturn]] void failOp(wire::AbortReason reason, const std::string& message,
@@ -191,6 +202,8 @@ class ShmDomain {
   uint64_t round_ = 0;        // the last round this rank started
   uint32_t history_ = 0;      // digest of the signatures of every operation begun
   uint64_t allReached_ = 0;   // every local rank is known to have published this round
+  uint64_t entrySeq_ = 0;     // the call this rank announced last, + 1 (0: none)
+  MessageSignature entrySig_;
   Deadline::Clock::time_point nextStoreCheck_{};
   bool singleCopy_ = false;
 };
