@@ -20,6 +20,7 @@
 #include "common/socket.h"
 #include "meshcomm/error.h"
 #include "meshcomm/process_group.h"
+#include "runtime/arrival.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
 #include "transport/group_transport.h"
@@ -378,22 +379,9 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     w->liveStore->appendOnDisconnect(w->jobPrefix + "/" + PeerMonitor::lostRanksKey(),
                                      Bytes(mark.begin(), mark.end()));
   }
+  awaitEveryRank(*w->jobStore, rank, size, w->hostsStore, w->timeout);
   std::vector<std::string> rankKeys;
   for (int r = 0; r < size; ++r) rankKeys.push_back("rank/" + std::to_string(r));
-  try {
-    w->jobStore->wait(rankKeys, w->timeout);
-  } catch (const Timeout&) {
-    std::string missing;
-    int count = 0;
-    for (int r = 0; r < size; ++r) {
-      if (w->jobStore->check({rankKeys[static_cast<size_t>(r)]})) continue;
-      if (++count <= 16) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    }
-    if (count > 16) missing += ", ...";
-    throw Timeout("joining the job: " + std::to_string(count) + " of " + std::to_string(size) +
-                  " ranks did not arrive within " + std::to_string(w->timeout.count()) +
-                  " ms (missing: " + missing + ")");
-  }
   int local = 0;
   const std::string myHostId = localHostId();
   for (const Bytes& info : w->jobStore->multiGet(rankKeys)) {
