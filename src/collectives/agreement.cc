@@ -118,7 +118,7 @@ void judge(const Comm& comm, const OperationInfo& info,
   if (why.empty() && info.operation == Operation::kAllToAllSingle) why = exchangeDifference(records);
   if (why.empty()) return;
   throw ArgumentsDisagree(comm.context().describe() + ": the ranks are not running the same operation: " +
-                          why + " (group ranks). Nothing was sent and the group is still usable; "
+                          why + " (ranks numbered within the group). Nothing was sent and the group is still usable; "
                           "every rank must pass the same values");
 }
 
@@ -162,13 +162,12 @@ std::vector<std::vector<int64_t>> exchangeByMessages(Comm& comm, const std::vect
   return all;
 }
 
-// MESHCOMM_CHECK=0 skips the step (for measuring what it costs); read once.
+}  // namespace
+
 bool checking() {
   static const bool on = envBool("MESHCOMM_CHECK", true);
   return on;
 }
-
-}  // namespace
 
 void agree(Comm& comm, const CallArguments& args) {
   if (!checking()) return;

@@ -57,6 +57,11 @@ struct CallArguments {
 
 namespace collectives {
 
+// Whether the checks between ranks that cost something on every call are
+// on: this step, and the shared-memory announcement of each call
+// (MESHCOMM_CHECK, default on; read once per process).
+bool checking();
+
 // Exchanges `mine` with every rank of `comm` and returns if all agree;
 // otherwise throws ArgumentsDisagree on every rank, naming the argument,
 // two values and the ranks that passed them. Starts a new phase of
