@@ -11,6 +11,7 @@ leaving the job take ``_lock``.
 """
 
 import atexit
+import os
 import threading
 
 from ._errors import DistError
@@ -103,8 +104,18 @@ def leave():
         del _parked[:]
 
 
-# How long leaving waits for the other ranks to leave too.
+# How long leaving waits for the other ranks to leave too, unless
+# MESHCOMM_SHUTDOWN_WAIT_MS says otherwise (it bounds the store host's wait
+# in the C++ core as well).
 _EXIT_BARRIER_MS = 30000
+
+
+def _exit_barrier_ms():
+    value = os.environ.get("MESHCOMM_SHUTDOWN_WAIT_MS", "").strip()
+    try:
+        return max(int(value), 1) if value else _EXIT_BARRIER_MS
+    except ValueError:  # leaving is no place to fail: keep the default
+        return _EXIT_BARRIER_MS
 
 
 def _exit_barrier(w):
@@ -115,13 +126,13 @@ def _exit_barrier(w):
     transports report the closed connection as a lost peer even after the
     data arrived). Closing only once everyone has reached this barrier
     means no operation is in flight anymore. A failure here (a peer that
-    died, left already, or is more than _EXIT_BARRIER_MS late) is of no
+    died, left already, or is more than _exit_barrier_ms() late) is of no
     consequence to a rank on its way out.
     """
     try:
         if not w.closed:
             pg = w.world_group()
-            pg.barrier(min(pg.timeout_ms, _EXIT_BARRIER_MS), False).wait()
+            pg.barrier(min(pg.timeout_ms, _exit_barrier_ms()), False).wait()
     except Exception:  # leaving anyway
         pass
 
