@@ -11,7 +11,10 @@ namespace meshcomm::collectives {
 namespace {
 
 // A record is a list of 64-bit words: a fixed header, then the tables.
-enum Word : size_t { kDtype, kCount, kReduceOp, kRoot, kSplits, kSendSplits, kRecvSplits, kHeader };
+// A record is the header, the tables, then, for a broadcast, room for a
+// payload (kPayloadBytes).
+enum Word : size_t { kDtype, kCount, kReduceOp, kRoot, kSplits, kSendSplits, kRecvSplits, kPayload, kHeader };
+constexpr size_t kPayloadWords = kPayloadBytes / sizeof(int64_t);
 
 std::vector<int64_t> encode(const CallArguments& a) {
   std::vector<int64_t> w(kHeader);
@@ -22,9 +25,17 @@ std::vector<int64_t> encode(const CallArguments& a) {
   w[kSplits] = static_cast<int64_t>(a.splits.size());
   w[kSendSplits] = static_cast<int64_t>(a.sendSplits.size());
   w[kRecvSplits] = static_cast<int64_t>(a.recvSplits.size());
+  w[kPayload] = a.payload != nullptr ? 1 : 0;
   w.insert(w.end(), a.splits.begin(), a.splits.end());
   w.insert(w.end(), a.sendSplits.begin(), a.sendSplits.end());
   w.insert(w.end(), a.recvSplits.begin(), a.recvSplits.end());
+  // Every broadcast's record has room for a payload, so records of ranks
+  // that disagree on whether the data is small enough have one size.
+  if (a.operation == Operation::kBroadcast) {
+    const size_t at = w.size();
+    w.resize(at + kPayloadWords, 0);
+    if (a.payload != nullptr) std::memcpy(w.data() + at, a.payload, a.payloadBytes);
+  }
   return w;
 }
 
@@ -169,16 +180,27 @@ bool checking() {
   return on;
 }
 
-void agree(Comm& comm, const CallArguments& args) {
-  if (!checking()) return;
+bool agree(Comm& comm, const CallArguments& args) {
+  if (!checking()) return false;
+  bool delivered = false;
   if (comm.size() > 1) {
     const std::vector<int64_t> mine = encode(args);
     const bool shm = comm.route() == Route::kShm && comm.hasShmDomain() &&
                      mine.size() * sizeof(int64_t) <= ShmDomain::kCellBytes;
-    judge(comm, operationInfo(args.operation),
-          shm ? exchangeOnSharedMemory(comm, mine) : exchangeByMessages(comm, mine));
+    const auto records = shm ? exchangeOnSharedMemory(comm, mine) : exchangeByMessages(comm, mine);
+    judge(comm, operationInfo(args.operation), records);
+    if (args.payload != nullptr) {
+      // Every record carries a payload (the flag is in every header, and
+      // the headers agree): the root's is the call's data.
+      const std::vector<int64_t>& root = records[static_cast<size_t>(args.root)];
+      if (comm.rank() != args.root) {
+        std::memcpy(args.payload, root.data() + (root.size() - kPayloadWords), args.payloadBytes);
+      }
+      delivered = true;
+    }
   }
   comm.nextPhase();
+  return delivered;
 }
 
 }  // namespace meshcomm::collectives

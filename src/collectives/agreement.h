@@ -53,7 +53,15 @@ struct CallArguments {
   // all_to_all_single: what this rank sends to / expects from each rank.
   std::vector<int64_t> sendSplits;
   std::vector<int64_t> recvSplits;
+  // A broadcast of at most kPayloadBytes: the data, read at the root and
+  // written elsewhere. It travels with the records, so the call needs no
+  // other round. Null: no payload.
+  void* payload = nullptr;
+  size_t payloadBytes = 0;
 };
+
+// The largest payload a record carries.
+inline constexpr size_t kPayloadBytes = 256;
 
 namespace collectives {
 
@@ -64,10 +72,11 @@ bool checking();
 
 // Exchanges `mine` with every rank of `comm` and returns if all agree;
 // otherwise throws ArgumentsDisagree on every rank, naming the argument,
-// two values and the ranks that passed them. Starts a new phase of
+// two values and the ranks that passed them. Returns whether the call's
+// payload was delivered (then the call is done). Starts a new phase of
 // `comm`, so the call's own messages never share a tag with the records.
 // MESHCOMM_CHECK=0 (the same on every rank) turns the step off.
-void agree(Comm& comm, const CallArguments& mine);
+bool agree(Comm& comm, const CallArguments& mine);
 
 }  // namespace collectives
 }  // namespace meshcomm

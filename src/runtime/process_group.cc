@@ -276,8 +276,13 @@ WorkPtr ProcessGroup::broadcast(TensorRef data, const OpOptions& o) {
   checkForcedAlgorithm(Opcode::kBroadcast, size(), impl_->route());
   return impl_->runCollective(
       call.name(), call.signature(data.dtype, data.numel, o.root), o,
-      [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) {
-        collectives::agree(c, args);
+      [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) mutable {
+        // Small data travels with the agreement's records.
+        if (data.bytes() <= kPayloadBytes) {
+          args.payload = data.data;
+          args.payloadBytes = data.bytes();
+        }
+        if (collectives::agree(c, args)) return;
         collectives::broadcast(c, data.data, data.bytes(), o.root);
       });
 }
