@@ -10,10 +10,9 @@
 namespace meshcomm::collectives {
 namespace {
 
-// A record is a list of 64-bit words: a fixed header, then the tables.
-// A record is the header, the tables, then, for a broadcast, room for a
+// A record is a list of 64-bit words: a fixed header, the tables, then, for a broadcast, room for a
 // payload (kPayloadBytes).
-enum Word : size_t { kDtype, kCount, kReduceOp, kRoot, kSplits, kSendSplits, kRecvSplits, kPayload, kHeader };
+enum Word : size_t { kDtype, kCount, kReduceOp, kRoot, kSplits, kSendSplits, kRecvSplits, kHeader };
 constexpr size_t kPayloadWords = kPayloadBytes / sizeof(int64_t);
 
 std::vector<int64_t> encode(const CallArguments& a) {
@@ -25,7 +24,6 @@ std::vector<int64_t> encode(const CallArguments& a) {
   w[kSplits] = static_cast<int64_t>(a.splits.size());
   w[kSendSplits] = static_cast<int64_t>(a.sendSplits.size());
   w[kRecvSplits] = static_cast<int64_t>(a.recvSplits.size());
-  w[kPayload] = a.payload != nullptr ? 1 : 0;
   w.insert(w.end(), a.splits.begin(), a.splits.end());
   w.insert(w.end(), a.sendSplits.begin(), a.sendSplits.end());
   w.insert(w.end(), a.recvSplits.begin(), a.recvSplits.end());
@@ -190,8 +188,7 @@ bool agree(Comm& comm, const CallArguments& args) {
     const auto records = shm ? exchangeOnSharedMemory(comm, mine) : exchangeByMessages(comm, mine);
     judge(comm, operationInfo(args.operation), records);
     if (args.payload != nullptr) {
-      // Every record carries a payload (the flag is in every header, and
-      // the headers agree): the root's is the call's data.
+      // The headers agree, so the root's data was small enough too.
       const std::vector<int64_t>& root = records[static_cast<size_t>(args.root)];
       if (comm.rank() != args.root) {
         std::memcpy(args.payload, root.data() + (root.size() - kPayloadWords), args.payloadBytes);

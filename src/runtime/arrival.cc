@@ -45,16 +45,16 @@ std::string missingRanks(Store& store, int size, std::chrono::milliseconds timeo
 }  // namespace
 
 void awaitEveryRank(Store& jobStore, int rank, int size, bool hostsStore,
-                    std::chrono::milliseconds timeout) {
+                    const std::string& storeHost, std::chrono::milliseconds timeout) {
   const Deadline deadline = Deadline::after(timeout);
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(rankKey(r));
   int64_t arrivedSoFar = jobStore.add(kArrived, 1);
   auto storeGone = [&](const StoreError& e, int64_t arrived) {
-    throw StoreError("joining the job: the store host (rank 0) is gone: " + std::string(e.what()) +
-                     ". Its process ended or its host became unreachable while " +
+    throw StoreError("joining the job: the store host (" + storeHost + ") is gone: " +
+                     std::string(e.what()) + ". Its process ended or its host became unreachable while " +
                      std::to_string(arrived) + " of " + std::to_string(size) +
-                     " ranks had arrived; look at rank 0's output first");
+                     " ranks had arrived; look at " + storeHost + "'s output first");
   };
   for (;;) {
     const auto slice = std::max(std::chrono::milliseconds(1), std::min(kSlice, deadline.remaining()));

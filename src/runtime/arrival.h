@@ -22,7 +22,8 @@ namespace meshcomm {
 // ranks set when they arrive) and waits for every rank. Throws Timeout
 // naming the missing ranks at `timeout`, or at the store host's verdict;
 // StoreError saying the store host is gone when its connection breaks.
+// `storeHost` names who serves the store in messages ("rank 0").
 void awaitEveryRank(Store& jobStore, int rank, int size, bool hostsStore,
-                    std::chrono::milliseconds timeout);
+                    const std::string& storeHost, std::chrono::milliseconds timeout);
 
 }  // namespace meshcomm

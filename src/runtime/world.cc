@@ -379,7 +379,8 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     w->liveStore->appendOnDisconnect(w->jobPrefix + "/" + PeerMonitor::lostRanksKey(),
                                      Bytes(mark.begin(), mark.end()));
   }
-  awaitEveryRank(*w->jobStore, rank, size, w->hostsStore, w->timeout);
+  awaitEveryRank(*w->jobStore, rank, size, w->hostsStore,
+                 options.store ? "the process serving the job's store" : "rank 0", w->timeout);
   std::vector<std::string> rankKeys;
   for (int r = 0; r < size; ++r) rankKeys.push_back("rank/" + std::to_string(r));
   int local = 0;
