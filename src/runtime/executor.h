@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/fd.h"
+#include "common/interrupt.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "meshcomm/work.h"
@@ -66,6 +67,18 @@ class Executor {
   // Rethrows the error that broke the transport, if any.
   void throwIfBroken() const REQUIRES(engineMu_);
 
+  // Aborts from any thread: the operation driving the transport ends with
+  // Aborted(message) at its next check (within milliseconds: the transport
+  // is woken), then breakTransport(error) runs holding the engine lock, in
+  // flight work completes with the error, and every later operation fails
+  // with it at once. Safe to call again (the first message stays).
+  void abort(const std::string& message,
+             const std::function<void(const std::exception_ptr&)>& breakTransport)
+      EXCLUDES(mu_, engineMu_);
+  // The error that broke the transport as of the last operation's end (or
+  // the abort's), or null. Any thread.
+  std::exception_ptr error() const EXCLUDES(mu_);
+
   // The engine lock, for annotating state that only the thread driving
   // this executor's transport touches (GUARDED_BY(executor->engine())).
   const Mutex& engine() const RETURN_CAPABILITY(engineMu_) { return engineMu_; }
@@ -91,6 +104,8 @@ class Executor {
   // with the error, once the transport is broken).
   void reapInFlight() REQUIRES(engineMu_) EXCLUDES(mu_);
   void wake();
+  // Records the transport's error for error(), once it breaks.
+  void noteBroken() REQUIRES(engineMu_) EXCLUDES(mu_);
   // Transport::wakeProgress(), the one transport call that is thread-safe,
   // so made without the engine lock.
   void wakeTransport() NO_THREAD_SAFETY_ANALYSIS;
@@ -113,10 +128,14 @@ class Executor {
   bool claimRunning(uint32_t& prior);
   void releaseRunning() EXCLUDES(mu_);
 
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar cv_;  // waits under mu_
   std::deque<Task> queue_ GUARDED_BY(mu_);
   std::atomic<uint32_t> state_{0};
+  std::exception_ptr error_ GUARDED_BY(mu_);
+  std::atomic<bool> errorNoted_{false};
+  // Raised by abort(); checked by the waits of whichever thread drives.
+  AbortToken abortToken_;
 
   // Held by the one thread driving transport_. Taken before mu_.
   Mutex engineMu_ ACQUIRED_BEFORE(mu_);

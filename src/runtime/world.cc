@@ -22,6 +22,7 @@
 #include "meshcomm/process_group.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
+#include "runtime/survivors.h"
 #include "transport/group_transport.h"
 #include "transport/peer_monitor.h"
 #include "transport/placement.h"
@@ -133,6 +134,10 @@ class WorldImpl {
   mutable Mutex mu;
   std::map<std::string, std::shared_ptr<ProcessGroup>> groups GUARDED_BY(mu);
   std::map<std::string, int> incarnations GUARDED_BY(mu);
+  // Store prefix of each live group, and how often it was shrunk here.
+  std::map<std::string, std::string> groupKeys GUARDED_BY(mu);
+  std::map<std::string, int> shrinkAttempts GUARDED_BY(mu);
+  // Replaced when the world group is shrunk (then under mu).
   std::shared_ptr<ProcessGroup> world;
 
   std::shared_ptr<ProcessGroup> createGroup(const std::string& name, std::vector<int> members,
@@ -206,17 +211,30 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
   MutexLock lock(mu);
   groups[name] = group;
+  groupKeys[name] = groupKey;
   return group;
 }
 
 void WorldImpl::shutdown() {
+  // Said before any connection closes, so a peer that finds one closed
+  // reports this rank as having left rather than lost.
+  try {
+    std::string mark = std::to_string(rank) + ",";
+    jobStore->append(PeerMonitor::departedRanksKey(), Bytes(mark.begin(), mark.end()));
+  } catch (const std::exception& e) {
+    MESHCOMM_LOG(kInfo, "shutdown: " << e.what());
+  }
   std::map<std::string, std::shared_ptr<ProcessGroup>> doomed;
   {
     MutexLock lock(mu);
     doomed.swap(groups);
   }
   doomed.clear();
-  world.reset();
+  {
+    MutexLock lock(mu);
+    doomed.emplace("", std::move(world));
+  }
+  doomed.clear();
   try {
     if (liveStore) liveStore->clearOnDisconnect();
     jobStore->add("exited", 1);
@@ -421,7 +439,10 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 int World::rank() const { return impl_->rank; }
 int World::size() const { return impl_->size; }
 const std::string& World::backend() const { return impl_->backend; }
-std::shared_ptr<ProcessGroup> World::worldGroup() const { return impl_->world; }
+std::shared_ptr<ProcessGroup> World::worldGroup() const {
+  MutexLock lock(impl_->mu);
+  return impl_->world;
+}
 
 std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std::string& backend,
                                               std::chrono::milliseconds timeout) {
@@ -446,8 +467,8 @@ std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std:
 }
 
 std::shared_ptr<ProcessGroup> World::findGroup(const std::string& name) const {
-  if (name == kWorldGroupName || name == kWorldGroupAlias) return impl_->world;
   MutexLock lock(impl_->mu);
+  if (name == kWorldGroupName || name == kWorldGroupAlias) return impl_->world;
   auto it = impl_->groups.find(name);
   return it == impl_->groups.end() ? nullptr : it->second;
 }
@@ -465,7 +486,85 @@ void World::destroyGroup(const std::string& name) {
     }
     doomed = std::move(it->second);
     impl_->groups.erase(it);
+    impl_->groupKeys.erase(name);
+    impl_->shrinkAttempts.erase(name);
   }
+}
+
+void World::abort() {
+  std::vector<std::shared_ptr<ProcessGroup>> all;
+  {
+    MutexLock lock(impl_->mu);
+    for (const auto& [name, group] : impl_->groups) all.push_back(group);
+    if (impl_->world) all.push_back(impl_->world);
+  }
+  for (const auto& group : all) group->abort();
+}
+
+std::shared_ptr<ProcessGroup> World::shrinkGroup(const std::shared_ptr<ProcessGroup>& group,
+                                                 std::vector<int> excludeRanks,
+                                                 std::chrono::milliseconds timeout) {
+  if (!group) throw InvalidArgument("shrink_group: no group given");
+  for (int r : excludeRanks) {
+    if (group->toGroupRank(r) < 0) {
+      throw InvalidArgument("shrink_group: exclude_ranks holds world rank " + std::to_string(r) +
+                            ", which is not a member of group " + group->name());
+    }
+  }
+  const std::string oldName = group->name();
+  std::string groupKey;
+  int attempt = 0;
+  {
+    MutexLock lock(impl_->mu);
+    auto it = impl_->groupKeys.find(oldName);
+    if (it == impl_->groupKeys.end() || impl_->groups.count(oldName) == 0) {
+      throw InvalidArgument("shrink_group: group " + oldName +
+                            " is not a live group of this rank (destroyed or shrunk already)");
+    }
+    groupKey = it->second;
+    attempt = impl_->shrinkAttempts[oldName]++;
+  }
+  SurvivorQuery query;
+  query.groupName = oldName;
+  query.members = group->worldRanks();
+  query.worldRank = impl_->rank;
+  query.excludeRanks = std::move(excludeRanks);
+  query.timeout = timeout.count() > 0 ? timeout : group->timeout();
+  PrefixStore attemptStore(groupKey + "/shrink/" + std::to_string(attempt), impl_->jobStore);
+  std::vector<int> survivors;
+  try {
+    survivors = agreeOnSurvivors(*impl_->jobStore, attemptStore, query);
+  } catch (const Aborted&) {
+    group->impl()->abort("it was left out when the group shrank");
+    throw;
+  }
+  std::string kept;
+  for (int r : survivors) kept += (kept.empty() ? "" : ", ") + std::to_string(r);
+  // A member left out but alive learns from its next operation on the old
+  // group that the others moved on.
+  group->impl()->abort("the group shrank to world ranks [" + kept + "]");
+
+  // "<root>#<generation>[.<attempt>]": the same on every survivor, and
+  // never the name of a group created otherwise.
+  const size_t mark = oldName.rfind('#');
+  const std::string root = oldName.substr(0, mark);
+  const int generation = mark == std::string::npos ? 1 : std::stoi(oldName.substr(mark + 1)) + 1;
+  std::string name = root + "#" + std::to_string(generation);
+  if (attempt > 0) name += "." + std::to_string(attempt);
+  auto fresh = impl_->createGroup(name, survivors, group->timeout());
+
+  std::shared_ptr<ProcessGroup> doomed;
+  MutexLock lock(impl_->mu);
+  auto it = impl_->groups.find(oldName);
+  if (it != impl_->groups.end()) {
+    doomed = std::move(it->second);
+    impl_->groups.erase(it);
+  }
+  impl_->groupKeys.erase(oldName);
+  impl_->shrinkAttempts.erase(oldName);
+  if (impl_->world && impl_->world->name() == oldName) impl_->world = fresh;
+  lock.unlock();
+  return fresh;
 }
 
 std::vector<std::string> World::groupNames() const {

@@ -463,8 +463,11 @@ void ShmDomain::checkPeers(const std::string& during, const Needed& needed) {
     if (i == options_.localRank || !needed(i)) continue;
     int32_t pid = members[i].pid.load(std::memory_order_acquire);
     if (processAlive(pid)) continue;
+    std::string how = options_.monitor
+                          ? options_.monitor->howGone(options_.worldRanks[static_cast<size_t>(i)])
+                          : "exited or was killed";
     std::string message = during + ": " + describeRank(i) + ", process " + std::to_string(pid) +
-                          " on this host, exited or was killed";
+                          " on this host, " + how;
     failOp(wire::AbortReason::kPeerLost, message, std::make_exception_ptr(PeerLost(message)));
   }
   auto now = Deadline::Clock::now();
