@@ -350,15 +350,20 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("init_method '" + method +
                             "' is not supported; use env:// or tcp://host:port");
     }
+    // Under meshrun the launcher of node 0 hosts the store (env:// only),
+    // so it outlives any worker, rank 0 included.
+    const bool launcherHostsStore =
+        method == "env://" && envString("MESHCOMM_STORE_HOSTED").value_or("") == "launcher";
+    const bool hostHere = rank == 0 && !launcherHostsStore;
     TCPStoreOptions so;
-    so.host = rank == 0 ? "0.0.0.0" : storeHost;
+    so.host = hostHere ? "0.0.0.0" : storeHost;
     so.port = storePort;
-    so.isServer = rank == 0;
+    so.isServer = hostHere;
     so.worldSize = size;
     so.waitForWorkers = false;
     so.timeout = w->timeout;
     w->userStore = std::make_shared<TCPStore>(so);
-    w->hostsStore = rank == 0;
+    w->hostsStore = hostHere;
   }
   std::shared_ptr<Store> runtimeStore = w->userStore;
   if (!storeHost.empty()) {
@@ -377,9 +382,16 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 
   // Incarnation: every init on the same store by the same job counts up
   // together, so keys of a previous incarnation never mix with these.
-  int64_t joined = runtimeStore->add(std::string(kKeyRoot) + "/joined", 1);
+  // A launcher that restarts its workers on a store it keeps numbers the
+  // attempts, so an attempt whose ranks did not all join leaves no count
+  // behind for the next one.
+  std::string keyRoot = kKeyRoot;
+  if (auto restart = envString("MESHCOMM_RESTART_COUNT"); restart && !restart->empty()) {
+    keyRoot += "/restart" + *restart;
+  }
+  int64_t joined = runtimeStore->add(keyRoot + "/joined", 1);
   int64_t generation = (joined - 1) / size;
-  w->jobPrefix = std::string(kKeyRoot) + "/job" + std::to_string(generation);
+  w->jobPrefix = keyRoot + "/job" + std::to_string(generation);
   w->jobStore = std::make_shared<PrefixStore>(w->jobPrefix, runtimeStore);
 
   const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
