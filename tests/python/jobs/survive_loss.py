@@ -93,7 +93,7 @@ def main():
                                     world_size=int(os.environ["MC_WORLD"]),
                                     timeout=__import__("datetime").timedelta(seconds=timeout))
     world_rank = meshcomm.get_rank()
-    report = {"rank": world_rank, "phases": []}
+    report = {"rank": world_rank, "phases": [], "job_id": os.environ.get("MESHCOMM_JOB_ID")}
     victims = [0] if scenario == "kill0" else [2, 3]
     verified_ops(6)  # every path set up before the counts are taken
     report["before"] = counts()
