@@ -736,6 +736,10 @@ def _host_store(opts):
     except ImportError:
         return None, None
     port = 0 if opts.master_port is None else opts.master_port
+    if port and _port_in_use(port):
+        _say(f"port {port} is in use on this host; meshrun could not host the store "
+             "there. Choose another --master-port")
+        return None, 1
     try:
         # No deadline of its own matters here: the store only serves.
         return TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False,

@@ -326,3 +326,17 @@ def test_shrink_group_argument_checks():
         meshcomm.shrink_group(exclude_ranks=[1.5])
     with pytest.raises(TypeError):
         meshcomm.shrink_group(timeout="soon")
+
+
+def test_elastic_training_example_survives_two_kills():
+    """examples/elastic_train.py: the loop of docs/fault-tolerance.md."""
+    res = subprocess.run(
+        [sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "4",
+         "--on-worker-failure", "continue", os.path.join(ROOT, "examples", "elastic_train.py"),
+         "--kill", "2@40", "--kill", "3@90"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 128 + 9, res.stdout + res.stderr
+    assert "trained 150 steps on 2 rank(s); one-process replay -> match" in res.stdout, \
+        res.stdout + res.stderr
+    assert "ranks that failed: rank 2 was killed by signal SIGKILL (9); rank 3 was killed" \
+        in res.stderr, res.stderr
