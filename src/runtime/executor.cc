@@ -96,6 +96,12 @@ std::exception_ptr Executor::error() const {
   return error_;
 }
 
+void Executor::recordError(const std::exception_ptr& error) {
+  MutexLock lock(mu_);
+  if (!error_) error_ = error;
+  errorNoted_.store(true, std::memory_order_relaxed);
+}
+
 void Executor::abort(const std::string& message,
                      const std::function<void(const std::exception_ptr&)>& breakTransport) {
   abortToken_.raise(message);
@@ -111,6 +117,16 @@ void Executor::abort(const std::string& message,
 }
 
 void Executor::throwIfBroken() const {
+  // The error this rank's group broke with first, which may differ from the
+  // transport's (a peer's abort reaching the shared segment first).
+  if (errorNoted_.load(std::memory_order_relaxed)) {
+    std::exception_ptr noted;
+    {
+      MutexLock lock(mu_);
+      noted = error_;
+    }
+    if (noted) std::rethrow_exception(noted);
+  }
   if (auto broken = transport_.brokenError()) std::rethrow_exception(broken);
 }
 

@@ -64,8 +64,8 @@ class Executor {
   // caller must submit() instead.
   bool beginInline() TRY_ACQUIRE(true, engineMu_) EXCLUDES(mu_);
   void endInline() RELEASE(engineMu_) EXCLUDES(mu_);
-  // Rethrows the error that broke the transport, if any.
-  void throwIfBroken() const REQUIRES(engineMu_);
+  // Rethrows the error that broke the group (see error()), if any.
+  void throwIfBroken() const REQUIRES(engineMu_) EXCLUDES(mu_);
 
   // Aborts from any thread: the operation driving the transport ends with
   // Aborted(message) at its next check (within milliseconds: the transport
@@ -75,9 +75,13 @@ class Executor {
   void abort(const std::string& message,
              const std::function<void(const std::exception_ptr&)>& breakTransport)
       EXCLUDES(mu_, engineMu_);
-  // The error that broke the transport as of the last operation's end (or
-  // the abort's), or null. Any thread.
+  // The error that broke the group: the first one an operation of this
+  // rank failed with (recordError), else the transport's as of the last
+  // operation's end; null while healthy. Any thread.
   std::exception_ptr error() const EXCLUDES(mu_);
+  // Remembers why an operation broke the group, unless an error is
+  // already remembered; later operations fail with it (throwIfBroken).
+  void recordError(const std::exception_ptr& error) EXCLUDES(mu_);
 
   // The engine lock, for annotating state that only the thread driving
   // this executor's transport touches (GUARDED_BY(executor->engine())).

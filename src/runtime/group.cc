@@ -58,6 +58,7 @@ WorkPtr GroupImpl::finishedWork(const char* opName, std::exception_ptr error) co
 }
 
 void GroupImpl::failGroup(const std::exception_ptr& error) {
+  executor_->recordError(error);
   // A failed collective leaves its peers mid-operation: tell the ranks of
   // this host through shared memory, the others through the transport (and
   // the store), so every rank fails now.

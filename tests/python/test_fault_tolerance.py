@@ -32,6 +32,14 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 CALLS = 99
 
 
+def _one_transport_run(transport):
+    """The suite runs again with shared memory off (make test-python-tcp);
+    the tests that choose their transport themselves run in the first pass
+    only."""
+    if mcutil.SHM_OFF:
+        pytest.skip(f"runs in the shared-memory pass, {transport} included")
+
+
 def _env(job_id, **extra):
     env = dict(os.environ)
     env["MESHCOMM_JOB_ID"] = job_id
@@ -76,6 +84,7 @@ def _check_survivors(out_dir, survivors, victims):
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_kill_shrink_twice(transport, tmp_path, free_port):
+    _one_transport_run(transport)
     job_id = "ft" + uuid.uuid4().hex[:12]
     extra = {"MC_WORLD": "4"}
     if transport == "tcp":
@@ -176,6 +185,7 @@ def _abort_worker(rank, nprocs, port, op):
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 @pytest.mark.parametrize("op", ["recv", "all_reduce"])
 def test_abort_from_another_thread(op, transport, spawn_workers, free_port, monkeypatch):
+    _one_transport_run(transport)
     job_id = "ft" + uuid.uuid4().hex[:12]
     monkeypatch.setenv("MESHCOMM_JOB_ID", job_id)
     if transport == "tcp":
@@ -224,6 +234,7 @@ def _leave_worker(rank, nprocs, port):
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_destroy_leaves_promptly(transport, spawn_workers, free_port, monkeypatch):
+    _one_transport_run(transport)
     if transport == "tcp":
         monkeypatch.setenv("MESHCOMM_SHM", "0")
     # Rank 0 hosts the store outside meshrun and waits for the others when
