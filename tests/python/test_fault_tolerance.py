@@ -351,3 +351,38 @@ def test_elastic_training_example_survives_two_kills():
         res.stdout + res.stderr
     assert "ranks that failed: rank 2 was killed by signal SIGKILL (9); rank 3 was killed" \
         in res.stderr, res.stderr
+
+
+def test_kill_shrink_twice_across_hosts(tmp_path, free_port):
+    """Two network-namespace hosts of 2 ranks each (hierarchical
+    collectives): both ranks of the second host die in turn; the group of
+    3 spans both hosts, the last one only the first host."""
+    import test_multihost as mh
+    _one_transport_run("hierarchical")
+    why = mh._can_make_namespaces()
+    if why:
+        pytest.skip(why)
+    job_id = "ft" + uuid.uuid4().hex[:12]
+    with mh.Hosts(2) as hosts:
+        procs = []
+        for i, name in enumerate(hosts.names):
+            env = _env(job_id, PYTHONPATH=os.path.join(ROOT, "build", "python"),
+                       MESHCOMM_HOST_ID=name, MESHCOMM_TIMEOUT_MS="40000")
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", name, sys.executable, "-m", "meshcomm.run",
+                 "--nnodes", "2", "--node-rank", str(i), "--nproc-per-node", "2",
+                 "--master-addr", hosts.addresses[0], "--master-port", str(free_port),
+                 "--on-worker-failure", "continue", JOB, "kill", str(tmp_path)],
+                env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outputs = []
+        try:
+            for p in procs:
+                out, _ = p.communicate(timeout=120)
+                outputs.append(out)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    assert [p.returncode for p in procs] == [0, 128 + 9], "\n".join(outputs)
+    _check_survivors(str(tmp_path), [0, 1], [2, 3])
