@@ -386,3 +386,30 @@ def test_kill_shrink_twice_across_hosts(tmp_path, free_port):
                     p.wait()
     assert [p.returncode for p in procs] == [0, 128 + 9], "\n".join(outputs)
     _check_survivors(str(tmp_path), [0, 1], [2, 3])
+
+
+RESTART_SCRIPT = """
+import os, sys
+import numpy as np
+import meshcomm
+meshcomm.init_process_group()
+restart = int(os.environ["MESHCOMM_RESTART_COUNT"])
+x = np.ones(4)
+meshcomm.all_reduce(x)
+print("attempt", restart, "port", os.environ["MASTER_PORT"], "sum", x[0], flush=True)
+if restart == 0 and meshcomm.get_rank() == 0:
+    os._exit(3)   # rank 0, in whose process the store used to live
+"""
+
+
+def test_restarted_workers_rejoin_the_launchers_store(tmp_path):
+    script = tmp_path / "restart.py"
+    script.write_text(RESTART_SCRIPT)
+    res = subprocess.run(
+        [sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "3", "--max-restarts", "1",
+         str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [line.split() for line in res.stdout.splitlines() if "attempt" in line]
+    ports = {fields[5] for fields in lines}
+    assert len(ports) == 1, res.stdout  # one store for both attempts
+    assert sorted((f[3], f[7]) for f in lines if f[3] == "1") == [("1", "3.0")] * 3, res.stdout
