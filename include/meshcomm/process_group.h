@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,6 +135,18 @@ class MESHCOMM_API ProcessGroup {
   // Errors about a batch of one name it send or recv, as if issued so.
   WorkPtr batchIsendIrecv(const std::vector<P2POp>& ops, const OpOptions& options = {});
 
+  // ---- failures (docs/fault-tolerance.md) ----
+  // Aborts the group on this rank; callable from any thread, also while
+  // another thread is blocked in an operation on it. That operation (within
+  // milliseconds) and every later one end with Aborted, and the members
+  // blocked with this rank fail with an error saying it aborted the group.
+  // Frees nothing (destroy the group for that); safe to call again.
+  void abort();
+  // Why the group is broken (PeerLost, Timeout, Mismatch, Aborted, ...),
+  // or null while it is healthy. Every operation on a broken group fails
+  // at once with this error.
+  std::exception_ptr error() const;
+
   const std::shared_ptr<GroupImpl>& impl() const { return impl_; }
 
  private:
@@ -189,6 +202,26 @@ class MESHCOMM_API World {
   void destroyGroup(const std::string& name);
   // Names of the live groups.
   std::vector<std::string> groupNames() const;
+
+  // Aborts every group of this rank, the world group included
+  // (ProcessGroup::abort on each).
+  void abort();
+  // Replaces `group` with a new group of its surviving members, renumbered
+  // in the order of their world ranks; collective over the survivors, who
+  // agree through the store on one member set. Survivors are the members
+  // that call it, minus those the store knows are dead or gone, minus
+  // `excludeRanks` (world ranks; any caller's list counts), minus those that
+  // do not call it within `timeout` (0: the group's timeout). The old group
+  // is aborted (a member left out learns it from its next operation on it)
+  // and destroyed; shrinking the world group makes the new group the
+  // world group (worldGroup(), findGroup of the world's names). Throws
+  // InvalidArgument for bad ranks, Aborted on a rank left out, and what
+  // creating a group throws when a survivor fails while the new group is
+  // set up (shrink the same group again then).
+  std::shared_ptr<ProcessGroup> shrinkGroup(const std::shared_ptr<ProcessGroup>& group,
+                                            std::vector<int> excludeRanks = {},
+                                            std::chrono::milliseconds timeout =
+                                                std::chrono::milliseconds(0));
 
   static std::string groupName(const std::string& backend, std::vector<int> ranks);
   static const char* worldGroupName();

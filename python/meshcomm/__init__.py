@@ -11,6 +11,7 @@ any DLPack / buffer-protocol object; see :mod:`meshcomm._tensor`.
 
 from . import _errors
 from ._errors import (
+    DistAbortedError,
     DistError,
     DistMismatchError,
     DistPeerLostError,
@@ -29,6 +30,7 @@ from .collectives import (
     reduce_scatter_tensor,
     reduce_scatter_tensor_uneven,
 )
+from .fault import abort, group_error, shrink_group
 from .gather_scatter import (
     all_gather,
     all_gather_into_tensor,
@@ -82,6 +84,10 @@ __all__ = [
     "is_initialized",
     "GroupOptions",
     "WORLD_COMM_GROUP",
+    # surviving a lost rank
+    "abort",
+    "group_error",
+    "shrink_group",
     # tensors and handles
     "ReduceOp",
     "CommHandle",

@@ -23,6 +23,7 @@ __all__ = [
     "DistPeerLostError",
     "DistStoreError",
     "DistMismatchError",
+    "DistAbortedError",
 ]
 
 
@@ -63,4 +64,13 @@ class DistStoreError(DistError):
 class DistMismatchError(DistError):
     """Processes disagree about an operation they are running together,
     for example different element counts or dtypes for the same collective.
+    """
+
+
+class DistAbortedError(DistError):
+    """The group was aborted: by :func:`meshcomm.abort` on this rank (from
+    any thread), by another member (the message names it), or because it
+    was shrunk (:func:`meshcomm.shrink_group`) without this rank.
+
+    Every later operation on the group raises it again at once.
     """

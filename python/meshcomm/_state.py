@@ -78,6 +78,13 @@ def joined(world_handle, backend_name):
             _groups[name] = pg
 
 
+def replace_world_group(pg):
+    """Make `pg` (the world group shrunk to its survivors) the default group."""
+    with _lock:
+        for name in WORLD_NAMES:
+            _groups[name] = pg
+
+
 def add_group(name, pg):
     _groups[name] = pg
 
@@ -88,7 +95,14 @@ def forget_group(name):
 
 
 def leave():
-    """Destroy every group and leave the job (no-op when not joined)."""
+    """Destroy every group and leave the job (no-op when not joined).
+
+    Local and prompt: it waits for nobody. The native core records in the
+    store that this rank left on purpose before closing its connections,
+    which end with an orderly close between messages, so data a peer
+    already received stays valid and a peer that later needs this rank
+    fails at once with an error saying it left the job.
+    """
     global _world, _backend
     with _lock:
         w = _world
@@ -96,45 +110,10 @@ def leave():
         _backend = None
         _groups.clear()
         if w is not None:
-            try:
-                _exit_barrier(w)
-            finally:
-                # Waits for queued operations, so parked memory is free after it.
-                w.close()
+            # Waits for this rank's queued operations, so parked memory is
+            # free after it.
+            w.close()
         del _parked[:]
-
-
-# How long leaving waits for the other ranks to leave too, unless
-# MESHCOMM_SHUTDOWN_WAIT_MS says otherwise (it bounds the store host's wait
-# in the C++ core as well).
-_EXIT_BARRIER_MS = 30000
-
-
-def _exit_barrier_ms():
-    value = os.environ.get("MESHCOMM_SHUTDOWN_WAIT_MS", "").strip()
-    try:
-        return max(int(value), 1) if value else _EXIT_BARRIER_MS
-    except ValueError:  # leaving is no place to fail: keep the default
-        return _EXIT_BARRIER_MS
-
-
-def _exit_barrier(w):
-    """Best effort: wait until every rank is leaving before closing.
-
-    A rank that closes its connections while a peer is still finishing
-    the last operation with it can make that peer's operation fail (some
-    transports report the closed connection as a lost peer even after the
-    data arrived). Closing only once everyone has reached this barrier
-    means no operation is in flight anymore. A failure here (a peer that
-    died, left already, or is more than _exit_barrier_ms() late) is of no
-    consequence to a rank on its way out.
-    """
-    try:
-        if not w.closed:
-            pg = w.world_group()
-            pg.barrier(min(pg.timeout_ms, _exit_barrier_ms()), False).wait()
-    except Exception:  # leaving anyway
-        pass
 
 
 def park(work, objects):

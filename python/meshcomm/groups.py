@@ -169,9 +169,11 @@ def destroy_process_group(group=None):
     leaving the job.
 
     Queued operations of the destroyed groups finish first. Leaving the job
-    also waits (up to 30 s) for the other ranks to leave, so that no rank
-    closes its connections while a peer still finishes an operation with
-    it; after it, init_process_group may be called again. Destroying a
+    waits for no other rank (except on a rank 0 that hosts the store itself,
+    outside meshrun, which keeps it up until the others have left): its
+    connections close in order between messages, the store records that
+    this rank left, and a peer that later needs it fails at once with an
+    error saying so. After it, init_process_group may be called again. Destroying a
     sub-group is not collective: call it once no other member still runs
     an operation on the group (for example after a world ``barrier()``).
 
@@ -371,6 +373,10 @@ def get_global_rank(group, group_rank):
         raise TypeError(f"get_global_rank: 'group_rank' must be an int, got "
                         f"{type_name(group_rank)}")
     if group is None or group in _state.WORLD_NAMES:
+        if _state.is_initialized():
+            pg = _state.lookup(_state.WORLD_COMM_GROUP)
+            if pg.size != _state.world().size:  # the world group was shrunk
+                return pg.to_world_rank(group_rank)
         return group_rank
     if not isinstance(group, str):
         raise TypeError(f"get_global_rank: 'group' must be a str or None, got {type_name(group)}")

@@ -13,9 +13,19 @@ WORLD_SIZE, MASTER_ADDR, MASTER_PORT, plus LOCAL_RANK and friends, as
 torchrun sets them). Worker output is forwarded line by line with a
 ``[rank R] `` prefix, or written to per-rank files with ``--log-dir``.
 
-When one worker fails, the others on this node are stopped (SIGTERM to each
-worker's process group, SIGKILL after ``--grace-seconds``), and meshrun exits
-with the failed worker's status, after saying which rank failed and how.
+On node 0, meshrun itself hosts the job's store (the rendezvous that
+``env://`` reaches at MASTER_ADDR:MASTER_PORT), so it outlives every worker:
+rank 0's death leaves rendezvous up for the survivors, and restarted workers
+(``--max-restarts``) rejoin the same store.
+
+When one worker fails, meshrun says at once which rank failed and how. By
+default (``--on-worker-failure stop``) the others on this node are then
+stopped (SIGTERM to each worker's process group, SIGKILL after
+``--grace-seconds``), and meshrun exits with the failed worker's status.
+With ``--on-worker-failure continue`` the survivors run on (a job that
+shrinks its groups, docs/fault-tolerance.md); meshrun exits once every
+worker has ended, with the first failure's status, naming every rank that
+failed.
 SIGINT and SIGTERM sent to meshrun stop the workers the same way.
 
 Every worker is started in a session of its own, so the process group with
@@ -74,7 +84,7 @@ _OPTIONS = [
           help="this node's index, 0 .. nnodes-1 (default 0)")),
     (("--master-addr", "--master_addr"),
      dict(dest="master_addr", default="127.0.0.1", metavar="ADDR",
-          help="address of node 0, where rank 0 hosts the store (default 127.0.0.1)")),
+          help="address of node 0, where meshrun hosts the store (default 127.0.0.1)")),
     (("--master-port", "--master_port"),
      dict(dest="master_port", type=int, default=None, metavar="PORT",
           help="port of the store on node 0; required with --nnodes > 1, a free "
@@ -93,6 +103,10 @@ _OPTIONS = [
      dict(dest="max_restarts", type=int, default=0, metavar="N",
           help="restart all workers up to N times after a failure (one node "
                "only; default 0)")),
+    (("--on-worker-failure", "--on_worker_failure"),
+     dict(dest="on_worker_failure", choices=("stop", "continue"), default="stop",
+          help="when a worker fails: 'stop' the others (default), or let them "
+               "'continue' (for jobs that survive a lost rank)")),
     (("--grace-seconds", "--grace_seconds"),
      dict(dest="grace_seconds", type=float, default=5.0, metavar="S",
           help="between SIGTERM and SIGKILL when stopping workers (default 5)")),
@@ -446,9 +460,10 @@ def _forward(streams, tail):
 class _Job:
     """One attempt: the workers of this node, from start to cleanup."""
 
-    def __init__(self, opts, port, job_id, restart_count, signals):
+    def __init__(self, opts, port, job_id, restart_count, signals, hosted_store=False):
         self.opts = opts
         self.port = port
+        self.hosted_store = hosted_store
         self.job_id = job_id
         self.restart_count = restart_count
         self.signals = signals  # appended to by the signal handler
@@ -481,6 +496,10 @@ class _Job:
             "MESHCOMM_RESTART_COUNT": str(self.restart_count),
             "PYTHONUNBUFFERED": "1",
         })
+        if self.hosted_store:
+            env["MESHCOMM_STORE_HOSTED"] = "launcher"
+        else:
+            env.pop("MESHCOMM_STORE_HOSTED", None)
         return env
 
     def _open_logs(self, worker):
@@ -519,9 +538,12 @@ class _Job:
         return None
 
     def supervise(self):
-        """Waits until every worker has exited, one has failed, or meshrun
-        got a signal. Returns the first failed worker or None."""
+        """Waits until every worker has exited, one has failed (unless the
+        others are to continue), or meshrun got a signal. Returns the first
+        failed worker or None."""
         started = [w for w in self.workers if w.proc is not None]
+        keep_going = self.opts.on_worker_failure == "continue"
+        first = None
         while not self.signals:
             failed = []
             for worker in started:
@@ -529,12 +551,17 @@ class _Job:
                     worker.status = _peek_exit(worker)
                     if worker.failed():
                         failed.append(worker)
-            if failed:
+            if failed and not keep_going:
                 return failed[0]  # lowest rank among those seen in one tick
+            for worker in failed:
+                left = sum(1 for w in started if w.status is None)
+                _say(f"rank {worker.rank} {worker.describe_status()}; the other {left} "
+                     "worker(s) continue (--on-worker-failure continue)")
+                first = first or worker
             if all(w.status is not None for w in started):
-                return None
+                return first
             time.sleep(_POLL_S)
-        return None
+        return first
 
     def stop_all(self):
         """Stops whatever is left of every worker's process group, then reaps
@@ -616,9 +643,9 @@ class _Job:
             _say(f"its full output: {base}.stdout, {base}.stderr")
 
 
-def _run_attempt(opts, port, job_id, restart_count, signals):
+def _run_attempt(opts, port, job_id, restart_count, signals, hosted_store=False):
     """Runs one attempt. Returns (exit code, whether a worker failed)."""
-    job = _Job(opts, port, job_id, restart_count, signals)
+    job = _Job(opts, port, job_id, restart_count, signals, hosted_store)
     try:
         code = job.start()
         failed = None
@@ -644,6 +671,10 @@ def _run_attempt(opts, port, job_id, restart_count, signals):
         return code, False  # a start failure would only repeat on a restart
     if failed is not None:
         job.report(failed)
+        dead = [w for w in job.workers if w.failed()]
+        if len(dead) > 1:
+            _say("ranks that failed: " + "; ".join(
+                f"rank {w.rank} {w.describe_status()}" for w in dead))
         return failed.exit_code(), True
     return 0, False
 
@@ -661,12 +692,19 @@ def main(argv=None):
 
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, on_signal) for s in handled}
+    store = None
     try:
         job_id = secrets.token_hex(16)
         restart = 0
+        if opts.node_rank == 0:
+            store, port_or_code = _host_store(opts)
+            if store is None and port_or_code is not None:
+                return port_or_code
         while True:
             port = opts.master_port
-            if port is None:
+            if store is not None:
+                port = store.port
+            elif port is None:
                 try:
                     port = _free_port(opts.master_addr)
                 except OSError as e:
@@ -676,7 +714,8 @@ def main(argv=None):
                 _say(f"port {port} is in use on this host; rank 0 could not host "
                      "the store there. Choose another --master-port")
                 return 1
-            code, failed = _run_attempt(opts, port, job_id, restart, signals)
+            code, failed = _run_attempt(opts, port, job_id, restart, signals,
+                                        hosted_store=store is not None)
             if not failed or signals or restart >= opts.max_restarts:
                 return code
             restart += 1
@@ -684,6 +723,31 @@ def main(argv=None):
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        del store
+
+
+def _host_store(opts):
+    """The job's store, served from this process (node 0), so that it
+    outlives every worker. Returns (store, None); (None, exit code) when the
+    port is taken; (None, None) when the native extension is unavailable
+    (then rank 0 hosts it, as without meshrun)."""
+    try:
+        from ._meshcomm import TCPStore
+    except ImportError:
+        return None, None
+    port = 0 if opts.master_port is None else opts.master_port
+    if port and _port_in_use(port):
+        _say(f"port {port} is in use on this host; meshrun could not host the store "
+             "there. Choose another --master-port")
+        return None, 1
+    try:
+        # No deadline of its own matters here: the store only serves.
+        return TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False,
+                        timeout_ms=300000), None
+    except Exception as e:  # the port is in use, or cannot be bound
+        _say(f"cannot host the job's store on port {port}: {e}. Choose another "
+             "--master-port")
+        return None, 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <exception>
+
 namespace meshcomm::python {
 
 // Registers the translator that turns meshcomm::Error subclasses into the
@@ -17,6 +19,10 @@ namespace meshcomm::python {
 // translated. Throws pybind11::error_already_set when meshcomm._errors
 // cannot be imported.
 void initErrors(pybind11::module_& m);
+
+// The Python exception (an instance of the class the translator would
+// raise) for a C++ error, or None for a null one. Needs the GIL.
+pybind11::object pythonErrorOf(std::exception_ptr error);
 
 // Adds Store (the abstract key-value interface) and TCPStore.
 void initStore(pybind11::module_& m);

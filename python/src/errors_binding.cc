@@ -13,7 +13,9 @@
 //   PeerLost        -> DistPeerLostError
 //   StoreError      -> DistStoreError
 //   Mismatch        -> DistMismatchError
-//   Aborted, Error  -> DistError
+//   Aborted         -> DistAbortedError (Interrupted too, when no Python
+//                      exception such as KeyboardInterrupt takes its place)
+//   Error           -> DistError
 // Anything else falls through to pybind11's own translation.
 #include <Python.h>
 
@@ -49,24 +51,51 @@ void raiseNamed(const char* name, const char* message) {
   Py_DECREF(type);
 }
 
+// The class name in meshcomm._errors for a meshcomm error (null for
+// InvalidArgument, which is a ValueError, and for foreign exceptions).
+const char* classNameOf(const std::exception_ptr& p, std::string& message) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const InvalidArgument& e) {
+    message = e.what();
+    return nullptr;
+  } catch (const Timeout& e) {
+    message = e.what();
+    return "DistTimeoutError";
+  } catch (const PeerLost& e) {
+    message = e.what();
+    return "DistPeerLostError";
+  } catch (const StoreError& e) {
+    message = e.what();
+    return "DistStoreError";
+  } catch (const Mismatch& e) {
+    message = e.what();
+    return "DistMismatchError";
+  } catch (const Aborted& e) {
+    message = e.what();
+    return "DistAbortedError";
+  } catch (const Error& e) {
+    message = e.what();
+    return "DistError";
+  } catch (const std::exception& e) {
+    message = e.what();
+    return nullptr;
+  } catch (...) {
+    message = "unknown error";
+    return nullptr;
+  }
+}
+
 void translate(std::exception_ptr p) {
   if (!p) return;
   try {
     std::rethrow_exception(p);
   } catch (const InvalidArgument& e) {
     PyErr_SetString(PyExc_ValueError, e.what());
-  } catch (const Timeout& e) {
-    raiseNamed("DistTimeoutError", e.what());
-  } catch (const PeerLost& e) {
-    raiseNamed("DistPeerLostError", e.what());
-  } catch (const StoreError& e) {
-    raiseNamed("DistStoreError", e.what());
-  } catch (const Mismatch& e) {
-    raiseNamed("DistMismatchError", e.what());
-  } catch (const Error& e) {
-    // Aborted has no class of its own: the caller's remedy (give up on the
-    // object) is the same as for any other failure.
-    raiseNamed("DistError", e.what());
+  } catch (const Error&) {
+    std::string message;
+    const char* name = classNameOf(p, message);
+    raiseNamed(name, message.c_str());
   }
   // Exceptions not caught above propagate to the next translator.
 }
@@ -85,6 +114,14 @@ void translate(std::exception_ptr p) {
 }
 
 }  // namespace
+
+py::object pythonErrorOf(std::exception_ptr error) {
+  if (!error) return py::none();
+  std::string message;
+  const char* name = classNameOf(error, message);
+  if (name == nullptr) return py::module_::import("builtins").attr("RuntimeError")(message);
+  return py::module_::import(kErrorsModule).attr(name)(message);
+}
 
 void initErrors(py::module_& m) {
   // Imported now so that a broken installation fails at import time, not at

@@ -284,6 +284,26 @@ void bindWorld(py::module_& m) {
           },
           py::arg("name"))
       .def("group_names", [](const WorldHandle& w) { return w.get().groupNames(); })
+      .def(
+          "abort",
+          [](const WorldHandle& w) {
+            World& world = w.get();
+            py::gil_scoped_release release;
+            world.abort();
+          },
+          "Abort every group of this rank.")
+      .def(
+          "shrink_group",
+          [](const WorldHandle& w, std::shared_ptr<ProcessGroup> group, std::vector<int> exclude,
+             int64_t timeoutMs) {
+            World& world = w.get();
+            py::gil_scoped_release release;
+            return world.shrinkGroup(group, std::move(exclude),
+                                     std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs));
+          },
+          py::arg("group"), py::arg("exclude_ranks") = std::vector<int>(),
+          py::arg("timeout_ms") = 0,
+          "Replace a group with one of its survivors (collective over them).")
       .def("close", &WorldHandle::close,
            "Shut down: destroy every group and leave the job (waits for queued operations).")
       .def_static("group_name", &World::groupName, py::arg("backend"), py::arg("ranks"))
@@ -453,7 +473,17 @@ void bindGroup(py::module_& m) {
       .def_property_readonly("timeout_ms",
                              [](const ProcessGroup& p) { return p.timeout().count(); })
       .def("to_world_rank", &ProcessGroup::toWorldRank, "group_rank"_a)
-      .def("to_group_rank", &ProcessGroup::toGroupRank, "world_rank"_a);
+      .def("to_group_rank", &ProcessGroup::toGroupRank, "world_rank"_a)
+      .def(
+          "abort",
+          [](ProcessGroup& p) {
+            py::gil_scoped_release release;
+            p.abort();
+          },
+          "Abort the group on this rank (any thread; see meshcomm/process_group.h).")
+      .def(
+          "error", [](const ProcessGroup& p) { return pythonErrorOf(p.error()); },
+          "Why the group is broken (an exception), or None while it is healthy.");
 
   defineOperations(g);
 }

@@ -13,6 +13,7 @@ struct ThreadCheck {
 };
 
 thread_local ThreadCheck tCheck;
+thread_local AbortToken* tAbortToken = nullptr;
 
 }  // namespace
 
@@ -30,7 +31,22 @@ ScopedInterruptCheck::~ScopedInterruptCheck() {
 
 bool interruptCheckInstalled() { return tCheck.check != nullptr; }
 
+bool AbortToken::raise(std::string message) {
+  int expected = kIdle;
+  if (!state_.compare_exchange_strong(expected, kWriting, std::memory_order_acq_rel)) return false;
+  message_ = std::move(message);
+  state_.store(kRaised, std::memory_order_release);
+  return true;
+}
+
+AbortToken* setThreadAbortToken(AbortToken* token) {
+  AbortToken* previous = tAbortToken;
+  tAbortToken = token;
+  return previous;
+}
+
 bool interruptRequested(bool signalled) {
+  if (tAbortToken != nullptr && tAbortToken->raised()) return true;
   if (tCheck.check == nullptr) return false;
   auto now = std::chrono::steady_clock::now();
   if (!signalled && now < tCheck.nextDue) return false;
@@ -39,6 +55,9 @@ bool interruptRequested(bool signalled) {
 }
 
 void throwInterrupted(const std::string& during, const std::string& rank) {
+  if (tAbortToken != nullptr && tAbortToken->raised()) {
+    throw Aborted(during + ": " + tAbortToken->message());
+  }
   std::string message = during;
   message += " was interrupted on ";
   message += rank;

@@ -70,16 +70,63 @@ bool Executor::beginInline() {
   // Only background progress can hold the engine now; ask it to hand over.
   if ((prior & kInFlight) != 0) wake();
   engineMu_.lock();
+  setThreadAbortToken(&abortToken_);
   return true;
 }
 
 void Executor::endInline() {
   reapInFlight();
+  noteBroken();
+  setThreadAbortToken(nullptr);
   engineMu_.unlock();
   releaseRunning();
 }
 
+void Executor::noteBroken() {
+  if (errorNoted_.load(std::memory_order_relaxed)) return;
+  auto broken = transport_.brokenError();
+  if (!broken) return;
+  MutexLock lock(mu_);
+  if (!error_) error_ = broken;
+  errorNoted_.store(true, std::memory_order_relaxed);
+}
+
+std::exception_ptr Executor::error() const {
+  MutexLock lock(mu_);
+  return error_;
+}
+
+void Executor::recordError(const std::exception_ptr& error) {
+  MutexLock lock(mu_);
+  if (!error_) error_ = error;
+  errorNoted_.store(true, std::memory_order_relaxed);
+}
+
+void Executor::abort(const std::string& message,
+                     const std::function<void(const std::exception_ptr&)>& breakTransport) {
+  abortToken_.raise(message);
+  // Whoever drives the transport sees the token at its next check; the
+  // wake-up cuts its sleep short, then it lets go of the engine.
+  wake();
+  MutexLock engine(engineMu_);
+  if (!transport_.brokenError()) {
+    breakTransport(std::make_exception_ptr(Aborted(abortToken_.message())));
+  }
+  reapInFlight();
+  noteBroken();
+}
+
 void Executor::throwIfBroken() const {
+  // The error this rank's group broke with first, which may differ from the
+  // transport's (a peer's abort reaching the shared segment first).
+  if (errorNoted_.load(std::memory_order_relaxed)) {
+    std::exception_ptr noted;
+    {
+      MutexLock lock(mu_);
+      noted = error_;
+    }
+    if (noted) std::rethrow_exception(noted);
+  }
   if (auto broken = transport_.brokenError()) std::rethrow_exception(broken);
 }
 
@@ -173,8 +220,11 @@ void Executor::loop() {
       lock.unlock();
       {
         MutexLock engine(engineMu_);
+        setThreadAbortToken(&abortToken_);
         run(task);
         reapInFlight();
+        noteBroken();
+        setThreadAbortToken(nullptr);
       }
       releaseRunning();
       continue;
@@ -191,6 +241,7 @@ void Executor::loop() {
     MutexLock engine(engineMu_);
     transport_.progress(kBackgroundSlice, wakeFd_.get());
     reapInFlight();
+    noteBroken();
   }
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/fd.h"
+#include "common/interrupt.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "meshcomm/work.h"
@@ -63,8 +64,24 @@ class Executor {
   // caller must submit() instead.
   bool beginInline() TRY_ACQUIRE(true, engineMu_) EXCLUDES(mu_);
   void endInline() RELEASE(engineMu_) EXCLUDES(mu_);
-  // Rethrows the error that broke the transport, if any.
-  void throwIfBroken() const REQUIRES(engineMu_);
+  // Rethrows the error that broke the group (see error()), if any.
+  void throwIfBroken() const REQUIRES(engineMu_) EXCLUDES(mu_);
+
+  // Aborts from any thread: the operation driving the transport ends with
+  // Aborted(message) at its next check (within milliseconds: the transport
+  // is woken), then breakTransport(error) runs holding the engine lock, in
+  // flight work completes with the error, and every later operation fails
+  // with it at once. Safe to call again (the first message stays).
+  void abort(const std::string& message,
+             const std::function<void(const std::exception_ptr&)>& breakTransport)
+      EXCLUDES(mu_, engineMu_);
+  // The error that broke the group: the first one an operation of this
+  // rank failed with (recordError), else the transport's as of the last
+  // operation's end; null while healthy. Any thread.
+  std::exception_ptr error() const EXCLUDES(mu_);
+  // Remembers why an operation broke the group, unless an error is
+  // already remembered; later operations fail with it (throwIfBroken).
+  void recordError(const std::exception_ptr& error) EXCLUDES(mu_);
 
   // The engine lock, for annotating state that only the thread driving
   // this executor's transport touches (GUARDED_BY(executor->engine())).
@@ -91,6 +108,8 @@ class Executor {
   // with the error, once the transport is broken).
   void reapInFlight() REQUIRES(engineMu_) EXCLUDES(mu_);
   void wake();
+  // Records the transport's error for error(), once it breaks.
+  void noteBroken() REQUIRES(engineMu_) EXCLUDES(mu_);
   // Transport::wakeProgress(), the one transport call that is thread-safe,
   // so made without the engine lock.
   void wakeTransport() NO_THREAD_SAFETY_ANALYSIS;
@@ -113,10 +132,14 @@ class Executor {
   bool claimRunning(uint32_t& prior);
   void releaseRunning() EXCLUDES(mu_);
 
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar cv_;  // waits under mu_
   std::deque<Task> queue_ GUARDED_BY(mu_);
   std::atomic<uint32_t> state_{0};
+  std::exception_ptr error_ GUARDED_BY(mu_);
+  std::atomic<bool> errorNoted_{false};
+  // Raised by abort(); checked by the waits of whichever thread drives.
+  AbortToken abortToken_;
 
   // Held by the one thread driving transport_. Taken before mu_.
   Mutex engineMu_ ACQUIRED_BEFORE(mu_);

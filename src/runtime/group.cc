@@ -58,11 +58,29 @@ WorkPtr GroupImpl::finishedWork(const char* opName, std::exception_ptr error) co
 }
 
 void GroupImpl::failGroup(const std::exception_ptr& error) {
+  executor_->recordError(error);
   // A failed collective leaves its peers mid-operation: tell the ranks of
   // this host through shared memory, the others through the transport (and
   // the store), so every rank fails now.
   if (links_.sharedMemory) links_.sharedMemory->abort(abortReasonOf(error), errorMessageOf(error));
   transport().abort(error);
+}
+
+void GroupImpl::abort(const std::string& why) {
+  const std::string message =
+      "world rank " + std::to_string(config_.worldRanks[static_cast<size_t>(config_.rank)]) +
+      " aborted group " + config_.name + " (" + why + ")";
+  executor_->abort(message, [this](const std::exception_ptr& error) {
+    executor_->assertDriving();
+    failGroup(error);
+  });
+}
+
+std::exception_ptr GroupImpl::error() const {
+  if (auto e = executor_->error()) return e;
+  // A member of this host that failed raised the segment's abort line.
+  if (links_.sharedMemory) return links_.sharedMemory->abortError();
+  return nullptr;
 }
 
 WorkPtr GroupImpl::runPointToPoint(

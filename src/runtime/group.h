@@ -69,6 +69,16 @@ class GroupImpl {
   WorkPtr runPointToPoint(const char* opName, const OpOptions& options,
                           std::function<std::vector<RequestPtr>(Transport&, const OpContext&)> body);
 
+  // Aborts the group from any thread, also while another thread is blocked
+  // in an operation on it: that operation and every later one fail with
+  // Aborted, and the members are told that this rank aborted the group.
+  // Safe to call again. `why` ends the message ("world rank 3 aborted
+  // group G (<why>)").
+  void abort(const std::string& why);
+  // Why the group is broken (a peer loss, a timeout, a mismatch, an
+  // abort, here or on a member of this host), or null while it is healthy.
+  std::exception_ptr error() const;
+
   // The group's transport, for the thread driving it (the operation
   // running on the executor, or the inline caller).
   Transport& transport() REQUIRES(executor_->engine()) { return *links_.transport; }

@@ -239,6 +239,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<GroupImpl> impl) : impl_(std::move(im
 ProcessGroup::~ProcessGroup() = default;
 
 const std::string& ProcessGroup::name() const { return impl_->name(); }
+void ProcessGroup::abort() { impl_->abort("abort() was called on it"); }
+std::exception_ptr ProcessGroup::error() const { return impl_->error(); }
 int ProcessGroup::rank() const { return impl_->rank(); }
 int ProcessGroup::size() const { return impl_->size(); }
 const std::vector<int>& ProcessGroup::worldRanks() const { return impl_->worldRanks(); }

@@ -23,6 +23,7 @@
 #include "runtime/arrival.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
+#include "runtime/survivors.h"
 #include "transport/group_transport.h"
 #include "transport/peer_monitor.h"
 #include "transport/placement.h"
@@ -134,6 +135,10 @@ class WorldImpl {
   mutable Mutex mu;
   std::map<std::string, std::shared_ptr<ProcessGroup>> groups GUARDED_BY(mu);
   std::map<std::string, int> incarnations GUARDED_BY(mu);
+  // Store prefix of each live group, and how often it was shrunk here.
+  std::map<std::string, std::string> groupKeys GUARDED_BY(mu);
+  std::map<std::string, int> shrinkAttempts GUARDED_BY(mu);
+  // Replaced when the world group is shrunk (then under mu).
   std::shared_ptr<ProcessGroup> world;
 
   std::shared_ptr<ProcessGroup> createGroup(const std::string& name, std::vector<int> members,
@@ -207,17 +212,30 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
   MutexLock lock(mu);
   groups[name] = group;
+  groupKeys[name] = groupKey;
   return group;
 }
 
 void WorldImpl::shutdown() {
+  // Said before any connection closes, so a peer that finds one closed
+  // reports this rank as having left rather than lost.
+  try {
+    std::string mark = std::to_string(rank) + ",";
+    jobStore->append(PeerMonitor::departedRanksKey(), Bytes(mark.begin(), mark.end()));
+  } catch (const std::exception& e) {
+    MESHCOMM_LOG(kInfo, "shutdown: " << e.what());
+  }
   std::map<std::string, std::shared_ptr<ProcessGroup>> doomed;
   {
     MutexLock lock(mu);
     doomed.swap(groups);
   }
   doomed.clear();
-  world.reset();
+  {
+    MutexLock lock(mu);
+    doomed.emplace("", std::move(world));
+  }
+  doomed.clear();
   try {
     if (liveStore) liveStore->clearOnDisconnect();
     jobStore->add("exited", 1);
@@ -333,15 +351,20 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("init_method '" + method +
                             "' is not supported; use env:// or tcp://host:port");
     }
+    // Under meshrun the launcher of node 0 hosts the store (env:// only),
+    // so it outlives any worker, rank 0 included.
+    const bool launcherHostsStore =
+        method == "env://" && envString("MESHCOMM_STORE_HOSTED").value_or("") == "launcher";
+    const bool hostHere = rank == 0 && !launcherHostsStore;
     TCPStoreOptions so;
-    so.host = rank == 0 ? "0.0.0.0" : storeHost;
+    so.host = hostHere ? "0.0.0.0" : storeHost;
     so.port = storePort;
-    so.isServer = rank == 0;
+    so.isServer = hostHere;
     so.worldSize = size;
     so.waitForWorkers = false;
     so.timeout = w->timeout;
     w->userStore = std::make_shared<TCPStore>(so);
-    w->hostsStore = rank == 0;
+    w->hostsStore = hostHere;
   }
   std::shared_ptr<Store> runtimeStore = w->userStore;
   if (!storeHost.empty()) {
@@ -360,9 +383,16 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 
   // Incarnation: every init on the same store by the same job counts up
   // together, so keys of a previous incarnation never mix with these.
-  int64_t joined = runtimeStore->add(std::string(kKeyRoot) + "/joined", 1);
+  // A launcher that restarts its workers on a store it keeps numbers the
+  // attempts, so an attempt whose ranks did not all join leaves no count
+  // behind for the next one.
+  std::string keyRoot = kKeyRoot;
+  if (auto restart = envString("MESHCOMM_RESTART_COUNT"); restart && !restart->empty()) {
+    keyRoot += "/restart" + *restart;
+  }
+  int64_t joined = runtimeStore->add(keyRoot + "/joined", 1);
   int64_t generation = (joined - 1) / size;
-  w->jobPrefix = std::string(kKeyRoot) + "/job" + std::to_string(generation);
+  w->jobPrefix = keyRoot + "/job" + std::to_string(generation);
   w->jobStore = std::make_shared<PrefixStore>(w->jobPrefix, runtimeStore);
 
   const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
@@ -410,7 +440,10 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 int World::rank() const { return impl_->rank; }
 int World::size() const { return impl_->size; }
 const std::string& World::backend() const { return impl_->backend; }
-std::shared_ptr<ProcessGroup> World::worldGroup() const { return impl_->world; }
+std::shared_ptr<ProcessGroup> World::worldGroup() const {
+  MutexLock lock(impl_->mu);
+  return impl_->world;
+}
 
 std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std::string& backend,
                                               std::chrono::milliseconds timeout) {
@@ -435,8 +468,8 @@ std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std:
 }
 
 std::shared_ptr<ProcessGroup> World::findGroup(const std::string& name) const {
-  if (name == kWorldGroupName || name == kWorldGroupAlias) return impl_->world;
   MutexLock lock(impl_->mu);
+  if (name == kWorldGroupName || name == kWorldGroupAlias) return impl_->world;
   auto it = impl_->groups.find(name);
   return it == impl_->groups.end() ? nullptr : it->second;
 }
@@ -454,7 +487,85 @@ void World::destroyGroup(const std::string& name) {
     }
     doomed = std::move(it->second);
     impl_->groups.erase(it);
+    impl_->groupKeys.erase(name);
+    impl_->shrinkAttempts.erase(name);
   }
+}
+
+void World::abort() {
+  std::vector<std::shared_ptr<ProcessGroup>> all;
+  {
+    MutexLock lock(impl_->mu);
+    for (const auto& [name, group] : impl_->groups) all.push_back(group);
+    if (impl_->world) all.push_back(impl_->world);
+  }
+  for (const auto& group : all) group->abort();
+}
+
+std::shared_ptr<ProcessGroup> World::shrinkGroup(const std::shared_ptr<ProcessGroup>& group,
+                                                 std::vector<int> excludeRanks,
+                                                 std::chrono::milliseconds timeout) {
+  if (!group) throw InvalidArgument("shrink_group: no group given");
+  for (int r : excludeRanks) {
+    if (group->toGroupRank(r) < 0) {
+      throw InvalidArgument("shrink_group: exclude_ranks holds world rank " + std::to_string(r) +
+                            ", which is not a member of group " + group->name());
+    }
+  }
+  const std::string oldName = group->name();
+  std::string groupKey;
+  int attempt = 0;
+  {
+    MutexLock lock(impl_->mu);
+    auto it = impl_->groupKeys.find(oldName);
+    if (it == impl_->groupKeys.end() || impl_->groups.count(oldName) == 0) {
+      throw InvalidArgument("shrink_group: group " + oldName +
+                            " is not a live group of this rank (destroyed or shrunk already)");
+    }
+    groupKey = it->second;
+    attempt = impl_->shrinkAttempts[oldName]++;
+  }
+  SurvivorQuery query;
+  query.groupName = oldName;
+  query.members = group->worldRanks();
+  query.worldRank = impl_->rank;
+  query.excludeRanks = std::move(excludeRanks);
+  query.timeout = timeout.count() > 0 ? timeout : group->timeout();
+  PrefixStore attemptStore(groupKey + "/shrink/" + std::to_string(attempt), impl_->jobStore);
+  std::vector<int> survivors;
+  try {
+    survivors = agreeOnSurvivors(*impl_->jobStore, attemptStore, query);
+  } catch (const Aborted&) {
+    group->impl()->abort("it was left out when the group shrank");
+    throw;
+  }
+  std::string kept;
+  for (int r : survivors) kept += (kept.empty() ? "" : ", ") + std::to_string(r);
+  // A member left out but alive learns from its next operation on the old
+  // group that the others moved on.
+  group->impl()->abort("the group shrank to world ranks [" + kept + "]");
+
+  // "<root>#<generation>[.<attempt>]": the same on every survivor, and
+  // never the name of a group created otherwise.
+  const size_t mark = oldName.rfind('#');
+  const std::string root = oldName.substr(0, mark);
+  const int generation = mark == std::string::npos ? 1 : std::stoi(oldName.substr(mark + 1)) + 1;
+  std::string name = root + "#" + std::to_string(generation);
+  if (attempt > 0) name += "." + std::to_string(attempt);
+  auto fresh = impl_->createGroup(name, survivors, group->timeout());
+
+  std::shared_ptr<ProcessGroup> doomed;
+  MutexLock lock(impl_->mu);
+  auto it = impl_->groups.find(oldName);
+  if (it != impl_->groups.end()) {
+    doomed = std::move(it->second);
+    impl_->groups.erase(it);
+  }
+  impl_->groupKeys.erase(oldName);
+  impl_->shrinkAttempts.erase(oldName);
+  if (impl_->world && impl_->world->name() == oldName) impl_->world = fresh;
+  lock.unlock();
+  return fresh;
 }
 
 std::vector<std::string> World::groupNames() const {

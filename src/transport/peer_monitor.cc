@@ -46,6 +46,29 @@ void PeerMonitor::check(const std::string& during) {
   }
 }
 
+bool PeerMonitor::listed(const Bytes& ranks, int worldRank) {
+  std::stringstream ss(std::string(ranks.begin(), ranks.end()));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty() && item == std::to_string(worldRank)) return true;
+  }
+  return false;
+}
+
+bool PeerMonitor::departed(int worldRank) {
+  try {
+    return store_->check({departedRanksKey()}) &&
+           listed(store_->get(departedRanksKey()), worldRank);
+  } catch (...) {
+    return false;
+  }
+}
+
+std::string PeerMonitor::howGone(int worldRank) {
+  return departed(worldRank) ? "left the job (destroy_process_group or exit)"
+                             : "exited or was killed";
+}
+
 void PeerMonitor::reportAbort(int worldRank, wire::AbortReason reason,
                               const std::string& message) {
   try {

@@ -35,7 +35,18 @@ class PeerMonitor {
   // Never throws (the store may be the thing that failed).
   void reportAbort(int worldRank, wire::AbortReason reason, const std::string& message);
 
+  // How a member that is gone left: "left the job" when it departed on
+  // purpose (destroy_process_group, exit), "exited or was killed"
+  // otherwise. Never throws.
+  std::string howGone(int worldRank);
+  // Whether `worldRank` left the job on purpose. Never throws.
+  bool departed(int worldRank);
+
   static std::string lostRanksKey() { return "lost_ranks"; }
+  // "<world rank>," per rank that left the job on purpose (World shutdown).
+  static std::string departedRanksKey() { return "departed_ranks"; }
+  // Whether `worldRank` is listed in a "<rank>,<rank>," value.
+  static bool listed(const Bytes& ranks, int worldRank);
 
  private:
   std::shared_ptr<Store> store_;

@@ -100,7 +100,7 @@ def test_error_classes_are_runtime_errors(cls):
     ("PeerLost", DistPeerLostError),
     ("StoreError", DistStoreError),
     ("Mismatch", DistMismatchError),
-    ("Aborted", DistError),
+    ("Aborted", meshcomm.DistAbortedError),
     ("Error", DistError),
 ])
 def test_native_errors_map_to_python_classes(kind, expected):

@@ -84,6 +84,10 @@ struct alignas(kLine) MemberLine {
   std::atomic<uint64_t> entrySeq;
   std::atomic<uint64_t> entryCount;
   std::atomic<uint64_t> entryDetail;
+  // Set when the rank lets go of the domain (its group destroyed, the rank
+  // leaving the job): a goodbye, so a rank waiting for it fails at once
+  // even while its process lives on.
+  std::atomic<int32_t> departed;
 };
 
 // A ring's two counters, each written by one side only.
@@ -237,7 +241,11 @@ ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
   }
 }
 
-ShmDomain::~ShmDomain() = default;
+ShmDomain::~ShmDomain() {
+  Layout::members(layout_)[options_.localRank].departed.store(1, std::memory_order_release);
+  layout_->wake.generation.fetch_add(1);
+  futex(&layout_->wake.generation, FUTEX_WAKE, INT_MAX, nullptr);
+}
 
 pid_t ShmDomain::pidOf(int local) const {
   return Layout::members(layout_)[local].pid.load(std::memory_order_acquire);
@@ -510,9 +518,17 @@ void ShmDomain::checkPeers(const std::string& during, const Needed& needed) {
   for (int i = 0; i < localSize(); ++i) {
     if (i == options_.localRank || !needed(i)) continue;
     int32_t pid = members[i].pid.load(std::memory_order_acquire);
+    if (members[i].departed.load(std::memory_order_acquire) != 0) {
+      std::string message = during + ": " + describeRank(i) + " left the group (it destroyed "
+                            "the group or left the job: destroy_process_group or exit)";
+      failOp(wire::AbortReason::kPeerLost, message, std::make_exception_ptr(PeerLost(message)));
+    }
     if (processAlive(pid)) continue;
+    std::string how = options_.monitor
+                          ? options_.monitor->howGone(options_.worldRanks[static_cast<size_t>(i)])
+                          : "exited or was killed";
     std::string message = during + ": " + describeRank(i) + ", process " + std::to_string(pid) +
-                          " on this host, exited or was killed";
+                          " on this host, " + how;
     failOp(wire::AbortReason::kPeerLost, message, std::make_exception_ptr(PeerLost(message)));
   }
   auto now = Deadline::Clock::now();

@@ -1,7 +1,9 @@
 #include "transport/tcp/tcp_transport.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -61,8 +63,11 @@ struct TcpTransport::Pair {
 };
 
 TcpTransport::TcpTransport(TcpTransportOptions options)
-    : options_(std::move(options)), budget_{options_.maxUnexpectedBytes, 0} {
+    : options_(std::move(options)),
+      wakeFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      budget_{options_.maxUnexpectedBytes, 0} {
   MESHCOMM_CHECK(options_.rank >= 0 && options_.rank < size());
+  MESHCOMM_CHECK(wakeFd_.valid(), "eventfd failed");
   pairs_.resize(options_.worldRanks.size());
   uint16_t port = 0;
   listener_ = listenTcp("", 0, 1024, &port);
@@ -433,6 +438,7 @@ bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& d
   size_t fixed = fds.size();
   if (awaitingDial || !accepting_.empty()) fds.push_back({listener_.get(), POLLIN, 0});
   for (auto& a : accepting_) fds.push_back({a.fd.get(), POLLIN, 0});
+  fds.push_back({wakeFd_.get(), POLLIN, 0});
   if (interruptFd >= 0) fds.push_back({interruptFd, POLLIN, 0});
   int rc = ::poll(fds.data(), fds.size(), timeoutMs);
   pollSawSignal_ = rc < 0 && errno == EINTR;
@@ -443,9 +449,15 @@ bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& d
   pollSawEvents_ = rc > 0;
   if (rc == 0) return true;
   bool interrupted = interruptFd >= 0 && (fds.back().revents & POLLIN);
+  const size_t wakeAt = fds.size() - (interruptFd >= 0 ? 2 : 1);
+  if (fds[wakeAt].revents & POLLIN) {
+    uint64_t drained;
+    [[maybe_unused]] ssize_t n = ::read(wakeFd_.get(), &drained, sizeof(drained));
+    interrupted = true;
+  }
   bool acceptReady = false;
   for (size_t i = fixed; i < fds.size(); ++i) {
-    if (fds[i].fd == listener_.get() && fds[i].revents) acceptReady = true;
+    if (listener_.valid() && fds[i].fd == listener_.get() && fds[i].revents) acceptReady = true;
   }
   for (size_t i = 0; i < fixed; ++i) {
     short re = fds[i].revents;
@@ -506,6 +518,13 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
       }
       if (options_.monitor && now >= nextMonitor) {
         options_.monitor->check(during);
+        // A peer that left the job before dialling this rank never will.
+        for (auto& slot : pairs_) {
+          if (!slot || slot->state != Pair::State::kAwaitingDial || !slot->active()) continue;
+          if (options_.monitor->departed(options_.worldRanks[static_cast<size_t>(slot->peer)])) {
+            peerLost(*slot, "it never connected", during);
+          }
+        }
         nextMonitor = now + kMonitorInterval;
       }
     }
@@ -550,8 +569,10 @@ void TcpTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
 void TcpTransport::peerLost(Pair& p, const std::string& why, const std::string& during) {
   // A peer that aborted on purpose published why; prefer that to "lost".
   if (options_.monitor) options_.monitor->check(during);
+  const int worldRank = options_.worldRanks[static_cast<size_t>(p.peer)];
+  std::string how = options_.monitor ? options_.monitor->howGone(worldRank) : "exited or was killed";
   throw PeerLost(during + ": lost the connection to " + describePeer(p.peer) + " of group " +
-                 options_.groupName + " (" + why + "); the peer process exited or was killed");
+                 options_.groupName + " (" + why + "); the peer process " + how);
 }
 
 void TcpTransport::failWith(std::exception_ptr error) {
@@ -592,6 +613,11 @@ void TcpTransport::failWith(std::exception_ptr error) {
 }
 
 void TcpTransport::abort(std::exception_ptr error) { failWith(std::move(error)); }
+
+void TcpTransport::wakeProgress() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wakeFd_.get(), &one, sizeof(one));
+}
 
 void TcpTransport::throwBroken() { std::rethrow_exception(broken_); }
 

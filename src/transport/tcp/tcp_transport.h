@@ -61,6 +61,7 @@ class TcpTransport final : public Transport {
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
+  void wakeProgress() override;
   bool hasPending() const override;
   void abort(std::exception_ptr error) override;
   std::exception_ptr brokenError() const override { return broken_; }
@@ -94,6 +95,9 @@ class TcpTransport final : public Transport {
 
   TcpTransportOptions options_;
   Fd listener_;
+  // eventfd in every poll: wakeProgress() ends a blocked wait at once (an
+  // abort from another thread).
+  Fd wakeFd_;
   std::vector<std::unique_ptr<Pair>> pairs_;
   struct PendingAccept {
     Fd fd;
