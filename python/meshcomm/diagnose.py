@@ -223,20 +223,21 @@ def _diagnose_group(name, members, views, missing, out):
         seq = max(stopped)
         holders = stopped[seq]
         rec = holders[0][1]
+        if len({_signature(x) for _, x, _ in holders}) > 1:
+            rec = None  # the ranks disagree about #seq: the mismatch line says how
         in_it = [r for r, _, _ in holders]
         running = [(r, v.waited(x)) for r, x, v in holders if x["state"] == "started"]
         gave_up = [(r, float(x["finished_at"] or 0) - float(x["started_at"] or 0))
                    for r, x, v in holders if x["state"] == "failed"]
+        what = _describe(rec) if rec is not None else f"#{seq}"
         parts = []
         if running:
             since = max(w for _, w in running)
             parts.append(f"{_ranks(r for r, _ in running)} wait"
-                         f"{'s' if len(running) == 1 else ''} in {_describe(rec)} "
-                         f"since {since:.1f} s")
+                         f"{'s' if len(running) == 1 else ''} in {what} since {since:.1f} s")
         if gave_up:
             after = max(w for _, w in gave_up)
-            parts.append(f"{_ranks(r for r, _ in gave_up)} failed in {_describe(rec)} "
-                         f"after {after:.1f} s")
+            parts.append(f"{_ranks(r for r, _ in gave_up)} failed in {what} after {after:.1f} s")
         behind = []
         for r in members:
             if r in in_it:

@@ -75,7 +75,12 @@ TracedGroup::~TracedGroup() {
 }
 
 bool OpTrace::enabled() {
-  static const bool on = FlightRecorder::instance() != nullptr || traceCalls();
+  // Both settings are read here, when the first group is made, so that a
+  // malformed one fails that, and never an operation.
+  static const bool on = [] {
+    const bool recording = FlightRecorder::instance() != nullptr;
+    return traceCalls() || recording;
+  }();
   return on;
 }
 
