@@ -54,20 +54,43 @@ def _state(pid):
         return None
 
 
+def _catches_sigusr1(pid):
+    """Whether the process has a SIGUSR1 handler (meshcomm installs one while
+    a process group exists). Without one the signal would end it."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signal.SIGUSR1 - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def request(workers, dump_dir):
-    """Sends SIGUSR1 to every worker (rank, pid) still running and waits,
-    bounded, for their dumps. Returns notes on the workers that wrote none."""
+    """Sends SIGUSR1 to every worker (rank, pid) still running that handles
+    it and waits, bounded, for their dumps. Returns notes on the workers that
+    wrote none."""
     asked = time.time()
     pending = {}
+    notes = []
     for rank, pid in workers:
-        if _state(pid) in (None, "Z", "X"):
+        state = _state(pid)
+        if state in (None, "Z", "X"):
+            continue
+        if not _catches_sigusr1(pid):
+            if state in ("T", "t"):
+                notes.append(f"rank {rank} (pid {pid}) is stopped (SIGSTOP, or a debugger)")
+            else:
+                notes.append(f"rank {rank} (pid {pid}) has no SIGUSR1 handler, so no flight "
+                             "recorder to write (no process group, or "
+                             "MESHCOMM_FLIGHT_RECORDER=0)")
             continue
         try:
             os.kill(pid, signal.SIGUSR1)
         except (ProcessLookupError, PermissionError):
             continue
         pending[rank] = pid
-    notes = []
     deadline = time.monotonic() + _DUMP_WAIT_S
     while pending and time.monotonic() < deadline:
         for rank in list(pending):
@@ -85,7 +108,7 @@ def request(workers, dump_dir):
             time.sleep(_POLL_S)
     for rank, pid in sorted(pending.items()):
         notes.append(f"rank {rank} (pid {pid}) wrote no dump within {_DUMP_WAIT_S:g} s of "
-                     "SIGUSR1 (not using meshcomm yet, or MESHCOMM_FLIGHT_RECORDER=0?)")
+                     "SIGUSR1")
     return notes
 
 
