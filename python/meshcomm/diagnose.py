@@ -74,9 +74,22 @@ def _size(n):
 
 
 def _ranks(ranks):
+    """'rank 2', 'ranks 0,1,3', 'ranks 0-31,33-63'."""
     ranks = sorted(ranks)
     word = "rank" if len(ranks) == 1 else "ranks"
-    return f"{word} {','.join(str(r) for r in ranks)}"
+    spans = []
+    for r in ranks:
+        if spans and spans[-1][1] == r - 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    text = []
+    for first, last in spans:
+        if last - first >= 2:
+            text.append(f"{first}-{last}")
+        else:
+            text.extend(str(r) for r in range(first, last + 1))
+    return f"{word} {','.join(text)}"
 
 
 def _load(path):
@@ -184,16 +197,17 @@ def _diagnose_group(name, members, views, missing, out):
     present = {r: v for r, v in views.items()}
     absent = [r for r in members if r not in present and r in missing]
     out.info(f"group {name} ({len(members)} ranks):")
-    cells = []
+    # The last collective each rank entered and finished, ranks alike together.
+    alike = {}
     for r in members:
         v = present.get(r)
         if v is None:
-            cells.append(f"rank {r}: no dump")
+            alike.setdefault("no dump", []).append(r)
             continue
         entered = "-" if v.entered is None else f"#{v.entered}"
         finished = "-" if v.finished is None else f"#{v.finished['seq']}"
-        cells.append(f"rank {r}: entered {entered}, finished {finished}")
-    out.info("  " + "; ".join(cells))
+        alike.setdefault(f"entered {entered}, finished {finished}", []).append(r)
+    out.info("  " + "; ".join(f"{_ranks(ranks)}: {what}" for what, ranks in alike.items()))
 
     found = False
     # Signatures that differ at the same sequence number.

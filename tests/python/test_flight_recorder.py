@@ -437,7 +437,20 @@ def test_diagnose_names_the_rank_behind_and_what_the_others_wait_in(tmp_path):
     assert ("group world (4 ranks):" in result.text)
     assert ("ranks 0,1,3 wait in all_reduce #42 (float32, 4 MiB) since 31.2 s; "
             "rank 2 last finished broadcast #41 and never entered #42") in result.text
-    assert "rank 2: entered #41, finished #41" in result.text
+    assert ("ranks 0,1,3: entered #42, finished #41; rank 2: entered #41, finished #41"
+            in result.text)
+
+
+def test_diagnose_abbreviates_long_rank_lists(tmp_path):
+    history = [op(s) for s in range(3)]
+    for rank in range(64):
+        if rank != 40:
+            write_dump(tmp_path, rank, 64, history + [op(3, state="started", started=990.0)])
+    write_dump(tmp_path, 40, 64, history)
+    result = diagnose.diagnose(str(tmp_path))
+    assert ("ranks 0-39,41-63 wait in all_reduce #3 (float32, 4 MiB) since 10.0 s; "
+            "rank 40 last finished all_reduce #2 and never entered #3") in result.text
+    assert len(result.lines) <= 6
 
 
 def test_diagnose_reports_missing_ranks(tmp_path):
