@@ -11,6 +11,10 @@
 #include <sstream>
 #include <thread>
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 #include "collectives/tuning.h"
 #include "common/env.h"
 #include "common/socket.h"
@@ -29,9 +33,9 @@ struct FlightRecorder::Slot {
   std::atomic<uint64_t> seq{0};
   std::atomic<uint64_t> count{0};
   std::atomic<int64_t> rootOrPeer{-1};
-  std::atomic<int64_t> enqueuedNs{0};
-  std::atomic<int64_t> startedNs{0};
-  std::atomic<int64_t> finishedNs{0};
+  std::atomic<int64_t> enqueuedTicks{0};
+  std::atomic<int64_t> startedTicks{0};
+  std::atomic<int64_t> finishedTicks{0};
   std::atomic<const char*> op{""};
   std::atomic<uint32_t> group{0};
   std::atomic<uint8_t> dtype{0};
@@ -43,7 +47,7 @@ struct FlightRecorder::Slot {
 
 struct FlightRecorder::Snapshot {
   uint64_t id, seq, count;
-  int64_t rootOrPeer, enqueuedNs, startedNs, finishedNs;
+  int64_t rootOrPeer, enqueuedTicks, startedTicks, finishedTicks;
   const char* op;
   uint32_t group;
   uint8_t dtype, state, algorithm, transport;
@@ -157,10 +161,63 @@ const char* FlightRecorder::transportName(uint8_t route) {
   return "-";
 }
 
-int64_t FlightRecorder::now() {
+namespace {
+
+int64_t steadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The time-stamp counter is a clock only where the kernel found it
+// constant and synchronised across CPUs, i.e. chose it as its clock source.
+struct TickBase {
+  bool tsc = false;
+  int64_t ticks = 0;  // the counter and steady_clock at the same moment
+  int64_t ns = 0;
+};
+const TickBase& tickBase() {
+  static const TickBase base = [] {
+    TickBase b;
+#if defined(__x86_64__)
+    if (FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r")) {
+      char name[16] = {0};
+      b.tsc = std::fgets(name, sizeof(name), f) != nullptr && std::strncmp(name, "tsc", 3) == 0 &&
+              (name[3] == '\n' || name[3] == 0);
+      std::fclose(f);
+    }
+    if (b.tsc) {
+      b.ticks = static_cast<int64_t>(__rdtsc());
+      b.ns = steadyNs();
+    }
+#endif
+    return b;
+  }();
+  return base;
+}
+
+}  // namespace
+
+int64_t FlightRecorder::now() {
+#if defined(__x86_64__)
+  if (tickBase().tsc) return static_cast<int64_t>(__rdtsc());
+#endif
+  return steadyNs();
+}
+
+double FlightRecorder::nanosecondsPerTick() {
+  const TickBase& b = tickBase();
+  if (!b.tsc) return 1.0;
+  const int64_t ticks = now() - b.ticks;
+  // Early in the process's life the measurement is rough, and so are the
+  // few durations converted with it.
+  return ticks > 0 ? static_cast<double>(steadyNs() - b.ns) / static_cast<double>(ticks) : 1.0;
+}
+
+int64_t FlightRecorder::toNanoseconds(int64_t ticks, double nsPerTick) {
+  const TickBase& b = tickBase();
+  if (!b.tsc) return ticks;
+  return b.ns + static_cast<int64_t>(static_cast<double>(ticks - b.ticks) * nsPerTick);
 }
 
 void FlightRecorder::setJob(int worldRank, int worldSize, const std::string& jobKey) {
@@ -201,7 +258,7 @@ void FlightRecorder::unlock(Slot& slot, uint64_t version) {
   slot.version.store(version + 1, std::memory_order_release);
 }
 
-uint64_t FlightRecorder::issue(const Issue& what, int64_t nowNs, bool started, uint64_t seq) {
+uint64_t FlightRecorder::issue(const Issue& what, int64_t nowTicks, bool started, uint64_t seq) {
   const uint64_t id = nextId_.fetch_add(1, kRelaxed);
   Slot& s = slotOf(id);
   const uint64_t v = lock(s);
@@ -209,9 +266,9 @@ uint64_t FlightRecorder::issue(const Issue& what, int64_t nowNs, bool started, u
   s.seq.store(started ? seq : 0, kRelaxed);
   s.count.store(what.count, kRelaxed);
   s.rootOrPeer.store(what.rootOrPeer, kRelaxed);
-  s.enqueuedNs.store(nowNs, kRelaxed);
-  s.startedNs.store(started ? nowNs : 0, kRelaxed);
-  s.finishedNs.store(0, kRelaxed);
+  s.enqueuedTicks.store(nowTicks, kRelaxed);
+  s.startedTicks.store(started ? nowTicks : 0, kRelaxed);
+  s.finishedTicks.store(0, kRelaxed);
   s.op.store(what.op, kRelaxed);
   s.group.store(what.group, kRelaxed);
   s.dtype.store(what.dtype, kRelaxed);
@@ -223,12 +280,12 @@ uint64_t FlightRecorder::issue(const Issue& what, int64_t nowNs, bool started, u
   return id;
 }
 
-void FlightRecorder::start(uint64_t id, uint64_t seq, int64_t nowNs) {
+void FlightRecorder::start(uint64_t id, uint64_t seq, int64_t nowTicks) {
   Slot& s = slotOf(id);
   const uint64_t v = lock(s);
   if (s.id.load(kRelaxed) == id) {  // else the ring has moved past it
     s.seq.store(seq, kRelaxed);
-    s.startedNs.store(nowNs, kRelaxed);
+    s.startedTicks.store(nowTicks, kRelaxed);
     s.state.store(static_cast<uint8_t>(OpState::kStarted), kRelaxed);
   }
   unlock(s, v);
@@ -248,12 +305,12 @@ void FlightRecorder::describePointToPoint(uint64_t id, uint8_t dtype, uint64_t c
 }
 
 void FlightRecorder::finish(uint64_t id, OpState state, uint8_t algorithm, uint8_t transport,
-                            int64_t nowNs, const char* error) {
+                            int64_t nowTicks, const char* error) {
   if (error != nullptr) keepError(id, error);
   Slot& s = slotOf(id);
   const uint64_t v = lock(s);
   if (s.id.load(kRelaxed) == id) {
-    s.finishedNs.store(nowNs, kRelaxed);
+    s.finishedTicks.store(nowTicks, kRelaxed);
     s.state.store(static_cast<uint8_t>(state), kRelaxed);
     if (algorithm != kUnknown) s.algorithm.store(algorithm, kRelaxed);
     if (transport != kUnknown) s.transport.store(transport, kRelaxed);
@@ -279,9 +336,9 @@ bool FlightRecorder::read(const Slot& s, Snapshot& out) const {
     out.seq = s.seq.load(kRelaxed);
     out.count = s.count.load(kRelaxed);
     out.rootOrPeer = s.rootOrPeer.load(kRelaxed);
-    out.enqueuedNs = s.enqueuedNs.load(kRelaxed);
-    out.startedNs = s.startedNs.load(kRelaxed);
-    out.finishedNs = s.finishedNs.load(kRelaxed);
+    out.enqueuedTicks = s.enqueuedTicks.load(kRelaxed);
+    out.startedTicks = s.startedTicks.load(kRelaxed);
+    out.finishedTicks = s.finishedTicks.load(kRelaxed);
     out.op = s.op.load(kRelaxed);
     out.group = s.group.load(kRelaxed);
     out.dtype = s.dtype.load(kRelaxed);
@@ -321,11 +378,12 @@ std::string FlightRecorder::dump(const std::string& path, const std::string& rea
   if (slash != std::string::npos && slash > 0) makeDirectories(file.substr(0, slash));
 
   MutexLock dumping(dumpMu_);
+  const double nsPerTick = nanosecondsPerTick();
   const int64_t wallMinusMonotonic =
       std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count() -
-      now();
+      steadyNs();
   std::vector<Snapshot> records;
   records.reserve(capacity_);
   for (size_t i = 0; i < capacity_; ++i) {
@@ -356,7 +414,7 @@ std::string FlightRecorder::dump(const std::string& path, const std::string& rea
     out += ",\"reason\":";
     appendJsonString(out, reason);
     out += ",\"dumped_at\":";
-    appendTime(out, now(), wallMinusMonotonic);
+    appendTime(out, steadyNs(), wallMinusMonotonic);
     out += ",\"capacity\":" + std::to_string(capacity_);
     out += ",\"recorded\":" + std::to_string(nextId_.load(kRelaxed) - 1);
     out += ",\"groups\":[";
@@ -408,11 +466,11 @@ std::string FlightRecorder::dump(const std::string& path, const std::string& rea
     out += ",\"state\":";
     appendJsonString(out, stateName(r.state));
     out += ",\"enqueued_at\":";
-    appendTime(out, r.enqueuedNs, wallMinusMonotonic);
+    appendTime(out, r.enqueuedTicks == 0 ? 0 : toNanoseconds(r.enqueuedTicks, nsPerTick), wallMinusMonotonic);
     out += ",\"started_at\":";
-    appendTime(out, r.startedNs, wallMinusMonotonic);
+    appendTime(out, r.startedTicks == 0 ? 0 : toNanoseconds(r.startedTicks, nsPerTick), wallMinusMonotonic);
     out += ",\"finished_at\":";
-    appendTime(out, r.finishedNs, wallMinusMonotonic);
+    appendTime(out, r.finishedTicks == 0 ? 0 : toNanoseconds(r.finishedTicks, nsPerTick), wallMinusMonotonic);
     if (auto it = errors.find(r.id); it != errors.end()) {
       out += ",\"error\":";
       appendJsonString(out, it->second);

@@ -59,14 +59,14 @@ class FlightRecorder {
   };
   // Records an issued operation; returns its id (never 0). With `started`,
   // it starts at once with sequence number `seq`.
-  uint64_t issue(const Issue& what, int64_t nowNs, bool started, uint64_t seq);
+  uint64_t issue(const Issue& what, int64_t nowTicks, bool started, uint64_t seq);
   // The operation began running as the group's `seq`-th of its kind.
-  void start(uint64_t id, uint64_t seq, int64_t nowNs);
+  void start(uint64_t id, uint64_t seq, int64_t nowTicks);
   // What a point-to-point operation moves, learned once it is posted.
   void describePointToPoint(uint64_t id, uint8_t dtype, uint64_t count, int64_t peer,
                             uint8_t transport);
   // The operation ended. `error` is null on success.
-  void finish(uint64_t id, OpState state, uint8_t algorithm, uint8_t transport, int64_t nowNs,
+  void finish(uint64_t id, OpState state, uint8_t algorithm, uint8_t transport, int64_t nowTicks,
               const char* error);
 
   // Writes every record to `path` ("" or a directory: rank_<R>.jsonl in it,
@@ -82,8 +82,15 @@ class FlightRecorder {
   // records and trace lines name it.
   static const char* transportName(uint8_t route);
 
-  // Monotonic nanoseconds, the clock of every record.
+  // The clock of every record, in ticks: the CPU's time-stamp counter
+  // where the kernel uses it as its clock source (reading it costs a
+  // fraction of clock_gettime, on every operation), else monotonic
+  // nanoseconds.
   static int64_t now();
+  // Nanoseconds per tick, measured over the process's life so far.
+  static double nanosecondsPerTick();
+  // A tick count as monotonic nanoseconds (steady_clock's epoch).
+  static int64_t toNanoseconds(int64_t ticks, double nsPerTick);
 
  private:
   struct Slot;

@@ -108,10 +108,10 @@ OpTrace OpTrace::collective(const TracedGroup& group, uint64_t issued, const cha
   t.seq_ = seq;
   t.bytes_ = sig.opCount * dtypeSize(static_cast<DType>(sig.dtype));
   t.transport_ = static_cast<uint8_t>(route);
-  t.startNs_ = FlightRecorder::now();
+  t.startTicks_ = FlightRecorder::now();
   if (FlightRecorder* recorder = FlightRecorder::instance()) {
     if (issued != 0) {
-      recorder->start(issued, seq, t.startNs_);
+      recorder->start(issued, seq, t.startTicks_);
       t.id_ = issued;
     } else {
       FlightRecorder::Issue what;
@@ -120,7 +120,7 @@ OpTrace OpTrace::collective(const TracedGroup& group, uint64_t issued, const cha
       what.dtype = sig.dtype;
       what.count = sig.opCount;
       if (familyTraits(sig.opcode).rooted) what.rootOrPeer = static_cast<int64_t>(sig.detail);
-      t.id_ = recorder->issue(what, t.startNs_, true, seq);
+      t.id_ = recorder->issue(what, t.startTicks_, true, seq);
     }
   }
   return t;
@@ -133,17 +133,17 @@ OpTrace OpTrace::pointToPoint(const TracedGroup& group, uint64_t issued, const c
   t.group_ = &group;
   t.op_ = op;
   t.seq_ = seq;
-  t.startNs_ = FlightRecorder::now();
+  t.startTicks_ = FlightRecorder::now();
   if (FlightRecorder* recorder = FlightRecorder::instance()) {
     if (issued != 0) {
-      recorder->start(issued, seq, t.startNs_);
+      recorder->start(issued, seq, t.startTicks_);
       t.id_ = issued;
     } else {
       FlightRecorder::Issue what;
       what.group = group.index();
       what.op = op;
       what.pointToPoint = true;
-      t.id_ = recorder->issue(what, t.startNs_, true, seq);
+      t.id_ = recorder->issue(what, t.startTicks_, true, seq);
     }
   }
   return t;
@@ -196,14 +196,15 @@ std::exception_ptr OpTrace::failed(const std::exception_ptr& error, Algorithm al
 }
 
 void OpTrace::finish(bool ok, Algorithm algorithm, const char* error) {
-  const int64_t endNs = FlightRecorder::now();
+  const int64_t endTicks = FlightRecorder::now();
   if (id_ != 0) {
     FlightRecorder::instance()->finish(id_, ok ? OpState::kCompleted : OpState::kFailed,
-                                       algorithmCode(algorithm), transport_, endNs, error);
+                                       algorithmCode(algorithm), transport_, endTicks, error);
   }
   if (traceCalls()) {
     char us[32];
-    std::snprintf(us, sizeof(us), "%.1f", static_cast<double>(endNs - startNs_) / 1000.0);
+    std::snprintf(us, sizeof(us), "%.1f",
+                  static_cast<double>(endTicks - startTicks_) * FlightRecorder::nanosecondsPerTick() / 1000.0);
     logTagged("coll", "rank=" + std::to_string(group_->worldRank()) + " group=" + group_->name() +
                           " seq=" + std::to_string(seq_) + " op=" + op_ +
                           " bytes=" + std::to_string(bytes_) + " algorithm=" +

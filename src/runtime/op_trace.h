@@ -77,7 +77,7 @@ class OpTrace {
   uint64_t seq_ = 0;
   uint64_t bytes_ = 0;
   uint8_t transport_ = 0xff;
-  int64_t startNs_ = 0;
+  int64_t startTicks_ = 0;
 };
 
 }  // namespace meshcomm
