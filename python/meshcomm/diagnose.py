@@ -363,9 +363,13 @@ def diagnose(directory):
 def main(argv=None):
     """The command's entry point; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if len(argv) != 1 or argv[0] in ("-h", "--help"):
-        sys.stderr.write("usage: meshcomm-diagnose DIR\n\n" + __doc__.split("\n\n")[2] + "\n")
-        return 0 if argv and argv[0] in ("-h", "--help") else EXIT_UNREADABLE
+    if argv in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return EXIT_OK
+    if len(argv) != 1:
+        sys.stderr.write("usage: meshcomm-diagnose DIR (the directory of the rank_<R>.jsonl "
+                         "dumps; --help says more)\n")
+        return EXIT_UNREADABLE
     result = diagnose(argv[0])
     print(result.text)
     return result.status

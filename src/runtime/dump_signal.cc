@@ -102,7 +102,12 @@ void DumpOnSignal::release() {
   Listener& l = listener();
   MutexLock lock(l.mu);
   if (--l.holders > 0 || !l.installed) return;
-  ::sigaction(SIGUSR1, &l.previous, nullptr);
+  // Unless the program has since put a handler of its own in place.
+  struct sigaction current {};
+  ::sigaction(SIGUSR1, nullptr, &current);
+  if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == onSignal) {
+    ::sigaction(SIGUSR1, &l.previous, nullptr);
+  }
   gWakeFd.store(-1);
   while (::write(l.fds[1], &kQuit, 1) < 0 && errno == EINTR) {
   }
