@@ -360,18 +360,26 @@ def diagnose(directory):
     return out
 
 
+def _emit(text):
+    """Prints text; a reader that went away (`| head`) is no error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv=None):
     """The command's entry point; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv in (["-h"], ["--help"]):
-        print(__doc__.strip())
+        _emit(__doc__.strip())
         return EXIT_OK
     if len(argv) != 1:
         sys.stderr.write("usage: meshcomm-diagnose DIR (the directory of the rank_<R>.jsonl "
                          "dumps; --help says more)\n")
         return EXIT_UNREADABLE
     result = diagnose(argv[0])
-    print(result.text)
+    _emit(result.text)
     return result.status
 
 
