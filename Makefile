@@ -8,6 +8,9 @@ CMAKE_FLAGS ?=
 
 export PYTHONPATH := $(CURDIR)/$(BUILD)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONDONTWRITEBYTECODE := 1
+# Where the tests' failed operations write their flight recorders (tests
+# that check the dumps choose their own directories).
+TEST_DUMPS = MESHCOMM_DUMP_DIR=$(CURDIR)/$(BUILD)/test-dumps
 
 VENV ?= $(BUILD)/venv
 VENV_PYTHON := $(VENV)/bin/python
@@ -37,16 +40,16 @@ test: deps build
 	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp
 
 test-cpp:
-	$(BUILD)/bin/meshcomm_tests --gtest_brief=1
+	$(TEST_DUMPS) $(BUILD)/bin/meshcomm_tests --gtest_brief=1
 
 test-python:
-	cd tests/python && $(PYTHON) -m pytest -q -p no:cacheprovider .
+	cd tests/python && $(TEST_DUMPS) $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 # The Python suite again with shared memory off, so the ranks of this host
 # talk over TCP (test_transport_choice.py checks that they do). The store's
 # and the launcher's tests make no process group, so they run once.
 test-python-tcp:
-	cd tests/python && MESHCOMM_SHM=0 $(PYTHON) -m pytest -q -p no:cacheprovider \
+	cd tests/python && $(TEST_DUMPS) MESHCOMM_SHM=0 $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  --ignore=test_store.py --ignore=test_meshrun.py .
 
 # Sanitizer builds, long sweeps and soaks: run before resolving an issue.

@@ -20,6 +20,7 @@ from ._errors import (
 )
 from ._state import WORLD_COMM_GROUP
 from ._tensor import bfloat16
+from .flight_recorder import dump_flight_recorder
 from .alltoall import all_to_all, all_to_all_single, all_to_all_v_c
 from .collectives import (
     all_reduce,
@@ -93,6 +94,8 @@ __all__ = [
     "CommHandle",
     "bfloat16",
     "set_comm_ops_inplace",
+    # diagnosis
+    "dump_flight_recorder",
     # communication: the native operations (_meshcomm.OPERATIONS), then
     # those composed of them here
     *COMM_FUNCS,

@@ -26,7 +26,14 @@ With ``--on-worker-failure continue`` the survivors run on (a job that
 shrinks its groups, docs/fault-tolerance.md); meshrun exits once every
 worker has ended, with the first failure's status, naming every rank that
 failed.
-SIGINT and SIGTERM sent to meshrun stop the workers the same way.
+SIGINT and SIGTERM sent to meshrun stop the workers the same way, and so
+does ``--timeout``.
+
+Before it stops the workers, meshrun sends SIGUSR1 to those still running,
+which makes each write its flight recorder (``rank_R.jsonl`` in
+MESHCOMM_DUMP_DIR: ``--log-dir``, or a directory of the job's under /tmp),
+and after their output it prints what ``meshcomm-diagnose`` finds there:
+which rank is stuck, in which operation, since when.
 
 Every worker is started in a session of its own, so the process group with
 the worker's pid holds the worker and whatever it starts; meshrun signals only
@@ -50,6 +57,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from . import _job_dumps
 
 __all__ = ["main", "build_parser"]
 
@@ -107,6 +116,10 @@ _OPTIONS = [
      dict(dest="on_worker_failure", choices=("stop", "continue"), default="stop",
           help="when a worker fails: 'stop' the others (default), or let them "
                "'continue' (for jobs that survive a lost rank)")),
+    (("--timeout",),
+     dict(type=float, default=None, metavar="S",
+          help="stop the job after S seconds, as if it got SIGTERM (workers "
+               "first write their flight recorders); exit status 124")),
     (("--grace-seconds", "--grace_seconds"),
      dict(dest="grace_seconds", type=float, default=5.0, metavar="S",
           help="between SIGTERM and SIGKILL when stopping workers (default 5)")),
@@ -202,6 +215,8 @@ def _parse(argv):
                      "hosts the store")
     if ns.master_port is not None and not 1 <= ns.master_port <= 65535:
         parser.error(f"--master-port must be in 1..65535, got {ns.master_port}")
+    if ns.timeout is not None and not ns.timeout > 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {ns.timeout}")
     if ns.grace_seconds < 0:
         parser.error(f"--grace-seconds must not be negative, got {ns.grace_seconds}")
     if ns.max_restarts < 0:
@@ -470,6 +485,8 @@ class _Job:
         self.world_size = opts.nnodes * opts.nproc_per_node
         self.workers = [_Worker(lr, opts.node_rank * opts.nproc_per_node + lr)
                         for lr in range(opts.nproc_per_node)]
+        self.dump_dir = _job_dumps.directory(opts.log_dir, job_id)
+        self.timed_out = False
 
     def command(self):
         opts = self.opts
@@ -494,6 +511,7 @@ class _Job:
             "MESHCOMM_LAUNCHER": "meshrun",
             "MESHCOMM_JOB_ID": self.job_id,
             "MESHCOMM_RESTART_COUNT": str(self.restart_count),
+            "MESHCOMM_DUMP_DIR": self.dump_dir,
             "PYTHONUNBUFFERED": "1",
         })
         if self.hosted_store:
@@ -513,6 +531,7 @@ class _Job:
         """Starts every worker. Returns None, or the exit code for a worker
         that could not be started (the caller stops the ones that were)."""
         cmd = self.command()
+        _job_dumps.clear(self.dump_dir, [w.rank for w in self.workers])
         for worker in self.workers:
             if self.signals:
                 return None  # the supervisor loop handles it
@@ -544,7 +563,11 @@ class _Job:
         started = [w for w in self.workers if w.proc is not None]
         keep_going = self.opts.on_worker_failure == "continue"
         first = None
+        deadline = None if self.opts.timeout is None else time.monotonic() + self.opts.timeout
         while not self.signals:
+            if deadline is not None and time.monotonic() >= deadline:
+                self.timed_out = True
+                return first
             failed = []
             for worker in started:
                 if worker.status is None:
@@ -626,6 +649,18 @@ class _Job:
             except OSError:
                 pass
 
+    def request_dumps(self):
+        """Asks the workers still running for their flight recorders (before
+        they are stopped); returns notes on those that wrote none."""
+        return _job_dumps.request(
+            [(w.rank, w.pid) for w in self.workers if w.proc is not None and w.status is None],
+            self.dump_dir)
+
+    def report_diagnosis(self, notes):
+        lines = _job_dumps.summary(self.dump_dir, notes, self.opts.nnodes > 1)
+        if lines:
+            _say("\n".join(lines))
+
     def report(self, worker):
         how = worker.describe_status()
         _say(f"rank {worker.rank} (node {self.opts.node_rank}, local rank "
@@ -646,6 +681,7 @@ class _Job:
 def _run_attempt(opts, port, job_id, restart_count, signals, hosted_store=False):
     """Runs one attempt. Returns (exit code, whether a worker failed)."""
     job = _Job(opts, port, job_id, restart_count, signals, hosted_store)
+    notes = None  # set once the workers were asked for their flight recorders
     try:
         code = job.start()
         failed = None
@@ -659,18 +695,27 @@ def _run_attempt(opts, port, job_id, restart_count, signals, hosted_store=False)
                          f"the other {others} worker(s)")
         if signals:
             _say(f"got {_signal_name(signals[0])}; stopping the workers")
+        elif job.timed_out:
+            _say(f"--timeout of {opts.timeout:g} s reached; stopping the workers")
+        if failed is not None or signals or job.timed_out:
+            notes = job.request_dumps()
     finally:
         # Whatever happened above (even an exception in meshrun itself), the
         # workers do not outlive meshrun.
         job.stop_all()
         job.drain()
         job.remove_shm()
+    if failed is not None and not signals:
+        job.report(failed)
+    if notes is not None:
+        job.report_diagnosis(notes)
     if signals:
         return 128 + signals[0], False
     if code is not None:
         return code, False  # a start failure would only repeat on a restart
+    if job.timed_out:
+        return 124, False
     if failed is not None:
-        job.report(failed)
         dead = [w for w in job.workers if w.failed()]
         if len(dead) > 1:
             _say("ranks that failed: " + "; ".join(

@@ -35,4 +35,7 @@ void initWork(pybind11::module_& m);
 // initWork first (World takes a Store, operations return a Work).
 void initProcessGroup(pybind11::module_& m);
 
+// Adds dump_flight_recorder.
+void initFlightRecorder(pybind11::module_& m);
+
 }  // namespace meshcomm::python

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_meshcomm, m) {
   meshcomm::python::initStore(m);
   meshcomm::python::initWork(m);
   meshcomm::python::initProcessGroup(m);
+  meshcomm::python::initFlightRecorder(m);
 }

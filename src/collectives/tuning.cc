@@ -36,12 +36,8 @@ constexpr Named kNames[] = {
     {"hierarchical", Algorithm::kHierarchical},
 };
 
-const char* algorithmName(Algorithm algo) {
-  for (const auto& n : kNames) {
-    if (n.algo == algo) return n.name;
-  }
-  return "unknown";
-}
+// The innermost AlgorithmChoice of this thread, if any.
+thread_local AlgorithmChoice* tChoice = nullptr;
 
 bool runsOn(Algorithm algo, Route route) {
   switch (algo) {
@@ -224,11 +220,24 @@ Algorithm forcedAlgorithm(size_t index) {
 
 }  // namespace
 
+const char* algorithmName(Algorithm algo) {
+  for (const auto& n : kNames) {
+    if (n.algo == algo) return n.name;
+  }
+  return "unknown";
+}
+
+AlgorithmChoice::AlgorithmChoice() : outer_(tChoice) { tChoice = this; }
+AlgorithmChoice::~AlgorithmChoice() { tChoice = outer_; }
+
 Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route) {
   const size_t index = familyIndex(collective);
   const Algorithm forced = forcedAlgorithm(index);
-  if (forced != Algorithm::kAuto && runsOn(forced, route)) return forced;
-  return kFamilies[index].byDefault(bytes, groupSize, route);
+  const Algorithm algo = forced != Algorithm::kAuto && runsOn(forced, route)
+                             ? forced
+                             : kFamilies[index].byDefault(bytes, groupSize, route);
+  if (tChoice != nullptr && tChoice->chosen_ == Algorithm::kAuto) tChoice->chosen_ = algo;
+  return algo;
 }
 
 void checkForcedAlgorithm(Opcode collective, int groupSize, Route route) {

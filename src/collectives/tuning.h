@@ -52,6 +52,29 @@ enum class Algorithm {
 // Throws InvalidArgument if the variable names no algorithm of the family.
 Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route);
 
+// The name MESHCOMM_ALGO_<OP> spells `algo` with ("ring", "shm_oneshot").
+const char* algorithmName(Algorithm algo);
+
+// While one exists on a thread, it keeps the first algorithm
+// chooseAlgorithm returns there: the one a collective's family runs (a
+// hierarchical algorithm's inner choices come after it). The runtime
+// holds one around each collective, for the flight recorder and the
+// per-call trace. Nests; costs nothing when absent.
+class AlgorithmChoice {
+ public:
+  AlgorithmChoice();
+  ~AlgorithmChoice();
+  AlgorithmChoice(const AlgorithmChoice&) = delete;
+  AlgorithmChoice& operator=(const AlgorithmChoice&) = delete;
+  // kAuto until chooseAlgorithm ran.
+  Algorithm chosen() const { return chosen_; }
+
+ private:
+  friend Algorithm chooseAlgorithm(Opcode, size_t, int, Route);
+  Algorithm chosen_ = Algorithm::kAuto;
+  AlgorithmChoice* outer_;
+};
+
 // Throws InvalidArgument if MESHCOMM_ALGO_<OP> names no algorithm of the
 // family, or one a group of `groupSize` ranks over `route` cannot run.
 // ProcessGroup calls it before it queues the operation, so a bad value

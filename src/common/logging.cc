@@ -39,13 +39,15 @@ bool logEnabled(LogLevel level) {
   return level >= threshold && level != LogLevel::kOff;
 }
 
-void logLine(LogLevel level, const std::string& message) {
+void logLine(LogLevel level, const std::string& message) { logTagged(levelName(level), message); }
+
+void logTagged(const char* tag, const std::string& message) {
   // Guards no field: holding it keeps each line's write and flush to
   // stderr together.
   static Mutex mu;
   MutexLock lock(mu);
-  std::fprintf(stderr, "[meshcomm %s pid %d] %s\n", levelName(level),
-               static_cast<int>(getpid()), message.c_str());
+  std::fprintf(stderr, "[meshcomm %s pid %d] %s\n", tag, static_cast<int>(getpid()),
+               message.c_str());
   std::fflush(stderr);
 }
 

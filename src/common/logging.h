@@ -15,6 +15,9 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
 bool logEnabled(LogLevel level);
 void logLine(LogLevel level, const std::string& message);
+// A line of a trace the user asked for (MESHCOMM_LOG), whatever the level:
+// "[meshcomm <tag> pid P] message".
+void logTagged(const char* tag, const std::string& message);
 
 }  // namespace meshcomm
 

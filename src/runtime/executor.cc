@@ -31,8 +31,10 @@ Executor::~Executor() {
   thread_.join();
   MutexLock engine(engineMu_);
   for (auto& f : inFlight_) {
-    f.work->complete(std::make_exception_ptr(
-        Aborted(f.work->description() + ": the group was destroyed before it completed")));
+    auto error = std::make_exception_ptr(
+        Aborted(f.work->description() + ": the group was destroyed before it completed"));
+    if (f.pending.finished) f.pending.finished(error);
+    f.work->complete(error);
   }
   inFlight_.clear();
 }
@@ -157,6 +159,7 @@ void Executor::run(Task& task) {
     bool done = true;
     for (const auto& r : pending.requests) done = done && r->done();
     if (done) {
+      if (pending.finished) pending.finished(nullptr);
       task.work->complete();
     } else {
       inFlight_.push_back(InFlight{task.work, std::move(pending)});
@@ -189,6 +192,7 @@ void Executor::reapInFlight() {
     bool done = true;
     for (const auto& r : f.pending.requests) done = done && r->done();
     if (broken || done) {
+      if (f.pending.finished) f.pending.finished(broken);
       f.work->complete(broken);
       inFlight_.erase(inFlight_.begin() + static_cast<ptrdiff_t>(i));
       continue;

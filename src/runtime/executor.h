@@ -41,6 +41,9 @@ class Executor {
     std::vector<RequestPtr> requests;
     Deadline deadline;
     std::string during;  // for the timeout message
+    // Called once the requests are done (with null) or failed, before the
+    // Work completes: the flight recorder's end of the operation.
+    std::function<void(const std::exception_ptr&)> finished;
   };
   using Body = std::function<Pending()>;
 

@@ -9,6 +9,7 @@ namespace meshcomm {
 GroupImpl::GroupImpl(GroupConfig config, GroupTransport transport)
     : config_(std::move(config)),
       links_(std::move(transport)),
+      traced_(config_.name, config_.rank, config_.worldRanks),
       executor_(std::make_unique<Executor>(config_.name, *links_.transport)) {}
 
 GroupImpl::~GroupImpl() {
@@ -32,11 +33,12 @@ OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOption
 WorkPtr GroupImpl::submitCollective(const char* opName, const MessageSignature& sig,
                                     const OpOptions& options, std::function<void(Comm&)> body) {
   std::string description = std::string(opName) + " on group " + config_.name;
+  const uint64_t issued = OpTrace::enqueued(traced_, opName, &sig);
   return executor_->submit(
       std::move(description),
-      [this, opName, sig, options, body = std::move(body)]() mutable -> Executor::Pending {
+      [this, opName, sig, options, issued, body = std::move(body)]() mutable -> Executor::Pending {
         executor_->assertDriving();
-        runBody(opName, sig, options, body);
+        runBody(opName, sig, options, body, issued);
         return {};
       },
       options.blocking);
@@ -87,12 +89,20 @@ WorkPtr GroupImpl::runPointToPoint(
     const char* opName, const OpOptions& options,
     std::function<std::vector<RequestPtr>(Transport&, const OpContext&)> body) {
   std::string description = std::string(opName) + " on group " + config_.name;
+  const uint64_t issued = OpTrace::enqueued(traced_, opName, nullptr);
   return executor_->submit(
       std::move(description),
-      [this, opName, options, body = std::move(body)]() -> Executor::Pending {
+      [this, opName, options, issued, body = std::move(body)]() -> Executor::Pending {
         executor_->assertDriving();
         OpContext ctx = contextFor(opName, p2pSeq_++, options);
-        std::vector<RequestPtr> requests = body(transport(), ctx);
+        OpTrace trace = OpTrace::pointToPoint(traced_, issued, opName, ctx.seq);
+        std::vector<RequestPtr> requests;
+        try {
+          requests = body(transport(), ctx);
+        } catch (...) {
+          std::rethrow_exception(trace.failed(std::current_exception()));
+        }
+        trace.posted(requests, links_.placement, links_.sharedMemory != nullptr, config_.rank);
         // A blocking call finishes its transfers here; an asynchronous one
         // leaves them to background progress, under the same deadline.
         if (options.blocking) {
@@ -100,8 +110,9 @@ WorkPtr GroupImpl::runPointToPoint(
             transport().wait(requests, ctx);
           } catch (...) {
             failGroup(std::current_exception());
-            throw;
+            std::rethrow_exception(trace.failed(std::current_exception()));
           }
+          trace.completed();
           return {};
         }
         // Name the peers, as the blocking path's timeout does.
@@ -113,7 +124,14 @@ WorkPtr GroupImpl::runPointToPoint(
                     std::to_string(peer) + " (world rank " +
                     std::to_string(config_.worldRanks[static_cast<size_t>(peer)]) + ")";
         }
-        return {std::move(requests), ctx.deadline, std::move(during)};
+        return {std::move(requests), ctx.deadline, std::move(during),
+                [trace](const std::exception_ptr& error) mutable {
+                  if (error) {
+                    trace.failed(error);
+                  } else {
+                    trace.completed();
+                  }
+                }};
       },
       options.blocking);
 }

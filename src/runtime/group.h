@@ -19,6 +19,7 @@
 #include "common/thread_annotations.h"
 #include "meshcomm/process_group.h"
 #include "runtime/executor.h"
+#include "runtime/op_trace.h"
 #include "transport/group_transport.h"
 
 namespace meshcomm {
@@ -94,12 +95,15 @@ class GroupImpl {
   void failGroup(const std::exception_ptr& error) REQUIRES(executor_->engine());
   // Runs on the executor (or the inline caller).
   template <class Body>
+  // `issued`: the flight recorder's id of a call that was queued (OpTrace).
   void runBody(const char* opName, const MessageSignature& sig, const OpOptions& options,
-               Body& body) REQUIRES(executor_->engine()) {
+               Body& body, uint64_t issued = 0) REQUIRES(executor_->engine()) {
     // A local rank's failure ends the group here at once, even when the
     // data this call needs happens to be in shared memory already.
     if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
     uint64_t seq = collectiveSeq_++;
+    OpTrace trace = OpTrace::collective(traced_, issued, opName, sig, seq, links_.route);
+    AlgorithmChoice algorithm;
     Locality locality{&links_.placement, links_.sharedMemory.get(), links_.route};
     Comm comm(transport(), contextFor(opName, seq, options), sig, seq, scratch_, locality);
     try {
@@ -110,12 +114,14 @@ class GroupImpl {
       throw;
     } catch (...) {
       failGroup(std::current_exception());
-      throw;
+      std::rethrow_exception(trace.failed(std::current_exception(), algorithm.chosen()));
     }
+    trace.completed(algorithm.chosen());
   }
 
   GroupConfig config_;
   GroupTransport links_;
+  const TracedGroup traced_;  // how the flight recorder names this group
   // Touched only by the thread running the group's current operation.
   uint64_t collectiveSeq_ GUARDED_BY(executor_->engine()) = 0;
   uint64_t p2pSeq_ GUARDED_BY(executor_->engine()) = 0;

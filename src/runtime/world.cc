@@ -21,6 +21,7 @@
 #include "meshcomm/error.h"
 #include "meshcomm/process_group.h"
 #include "runtime/arrival.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
 #include "runtime/survivors.h"
@@ -394,6 +395,10 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   int64_t generation = (joined - 1) / size;
   w->jobPrefix = keyRoot + "/job" + std::to_string(generation);
   w->jobStore = std::make_shared<PrefixStore>(w->jobPrefix, runtimeStore);
+  // Names the flight recorder's files and default directory, the same on every rank.
+  FlightRecorder::setJob(rank, size,
+                         envString("MESHCOMM_JOB_ID").value_or("port" + std::to_string(storePort)).substr(0, 12) +
+                             "-" + std::to_string(generation));
 
   const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
                          " pid=" + std::to_string(getpid()) + " node=" + localHostId();

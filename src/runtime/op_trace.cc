@@ -1,0 +1,218 @@
+#include "runtime/op_trace.h"
+
+#include <cstdio>
+#include <cstring>
+#include <typeinfo>
+
+#include "collectives/operations.h"
+#include "common/env.h"
+#include "common/logging.h"
+#include "meshcomm/error.h"
+#include "meshcomm/types.h"
+#include "runtime/dump_signal.h"
+#include "runtime/flight_recorder.h"
+#include "transport/failure.h"
+
+namespace meshcomm {
+namespace {
+
+// MESHCOMM_LOG: a comma-separated list of what to trace; "coll" is one
+// line per operation.
+bool traceCalls() {
+  static const bool on = [] {
+    const std::string list = envString("MESHCOMM_LOG").value_or("");
+    bool coll = false;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      const std::string item = list.substr(start, end - start);
+      if (item == "coll") {
+        coll = true;
+      } else if (!item.empty()) {
+        throw InvalidArgument("MESHCOMM_LOG=" + list + ": unknown item '" + item +
+                              "'; the one known item is 'coll' (one line per operation)");
+      }
+      start = end + 1;
+    }
+    return coll;
+  }();
+  return on;
+}
+
+uint8_t algorithmCode(Algorithm a) {
+  return a == Algorithm::kAuto ? FlightRecorder::kUnknown : static_cast<uint8_t>(a);
+}
+
+// `error`, of the same type, with `note` appended to its message. Only the
+// exact types of meshcomm/error.h are rebuilt; anything else (a type this
+// file does not know) is returned as it is.
+template <class... Types>
+std::exception_ptr withNote(const std::exception_ptr& error, const std::string& note) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    std::exception_ptr rebuilt;
+    ((typeid(e) == typeid(Types) ? (rebuilt = std::make_exception_ptr(Types(e.what() + note)), 0) : 0),
+     ...);
+    return rebuilt ? rebuilt : error;
+  } catch (...) {
+    return error;
+  }
+}
+
+}  // namespace
+
+TracedGroup::TracedGroup(const std::string& name, int rank, const std::vector<int>& worldRanks)
+    : name_(name), worldRank_(worldRanks.empty() ? -1 : worldRanks[static_cast<size_t>(rank)]) {
+  if (!OpTrace::enabled()) return;
+  index_ = FlightRecorder::registerGroup(name, rank, worldRanks);
+  DumpOnSignal::hold();
+}
+
+TracedGroup::~TracedGroup() {
+  if (OpTrace::enabled()) DumpOnSignal::release();
+}
+
+bool OpTrace::enabled() {
+  // Both settings are read here, when the first group is made, so that a
+  // malformed one fails that, and never an operation.
+  static const bool on = [] {
+    const bool recording = FlightRecorder::instance() != nullptr;
+    return traceCalls() || recording;
+  }();
+  return on;
+}
+
+uint64_t OpTrace::enqueued(const TracedGroup& group, const char* op, const MessageSignature* sig) {
+  FlightRecorder* recorder = FlightRecorder::instance();
+  if (recorder == nullptr) return 0;
+  FlightRecorder::Issue what;
+  what.group = group.index();
+  what.op = op;
+  what.pointToPoint = sig == nullptr;
+  if (sig != nullptr) {
+    what.dtype = sig->dtype;
+    what.count = sig->opCount;
+    if (familyTraits(sig->opcode).rooted) what.rootOrPeer = static_cast<int64_t>(sig->detail);
+  }
+  return recorder->issue(what, FlightRecorder::now(), false, 0);
+}
+
+OpTrace OpTrace::collective(const TracedGroup& group, uint64_t issued, const char* op,
+                            const MessageSignature& sig, uint64_t seq, Route route) {
+  OpTrace t;
+  if (!enabled()) return t;
+  t.group_ = &group;
+  t.op_ = op;
+  t.seq_ = seq;
+  t.bytes_ = sig.opCount * dtypeSize(static_cast<DType>(sig.dtype));
+  t.transport_ = static_cast<uint8_t>(route);
+  t.startTicks_ = FlightRecorder::now();
+  if (FlightRecorder* recorder = FlightRecorder::instance()) {
+    if (issued != 0) {
+      recorder->start(issued, seq, t.startTicks_);
+      t.id_ = issued;
+    } else {
+      FlightRecorder::Issue what;
+      what.group = group.index();
+      what.op = op;
+      what.dtype = sig.dtype;
+      what.count = sig.opCount;
+      if (familyTraits(sig.opcode).rooted) what.rootOrPeer = static_cast<int64_t>(sig.detail);
+      t.id_ = recorder->issue(what, t.startTicks_, true, seq);
+    }
+  }
+  return t;
+}
+
+OpTrace OpTrace::pointToPoint(const TracedGroup& group, uint64_t issued, const char* op,
+                              uint64_t seq) {
+  OpTrace t;
+  if (!enabled()) return t;
+  t.group_ = &group;
+  t.op_ = op;
+  t.seq_ = seq;
+  t.startTicks_ = FlightRecorder::now();
+  if (FlightRecorder* recorder = FlightRecorder::instance()) {
+    if (issued != 0) {
+      recorder->start(issued, seq, t.startTicks_);
+      t.id_ = issued;
+    } else {
+      FlightRecorder::Issue what;
+      what.group = group.index();
+      what.op = op;
+      what.pointToPoint = true;
+      t.id_ = recorder->issue(what, t.startTicks_, true, seq);
+    }
+  }
+  return t;
+}
+
+void OpTrace::posted(const std::vector<RequestPtr>& requests, const Placement& placement,
+                     bool sharedMemory, int rank) {
+  if (group_ == nullptr || requests.empty()) return;
+  int64_t peer = requests.front()->peer;
+  uint64_t count = 0;
+  bool local = sharedMemory && !placement.hostOf.empty();
+  for (const auto& r : requests) {
+    if (r->peer != peer) peer = -1;
+    count += r->signature.opCount;
+    bytes_ += r->bytes;
+    if (local) {
+      local = placement.hostOf[static_cast<size_t>(r->peer)] ==
+              placement.hostOf[static_cast<size_t>(rank)];
+    }
+  }
+  transport_ = static_cast<uint8_t>(local ? Route::kShm : Route::kTcp);
+  if (FlightRecorder* recorder = FlightRecorder::instance(); recorder != nullptr && id_ != 0) {
+    recorder->describePointToPoint(id_, requests.front()->signature.dtype, count, peer, transport_);
+  }
+}
+
+void OpTrace::completed(Algorithm algorithm) {
+  if (group_ != nullptr) finish(true, algorithm, nullptr);
+}
+
+std::exception_ptr OpTrace::failed(const std::exception_ptr& error, Algorithm algorithm) {
+  if (group_ == nullptr) return error;
+  const std::string message = errorMessageOf(error);
+  finish(false, algorithm, message.c_str());
+  FlightRecorder* recorder = FlightRecorder::instance();
+  if (recorder == nullptr) return error;
+  std::string note;
+  try {
+    const std::string file = recorder->dump("", std::string(op_) + " #" + std::to_string(seq_) +
+                                                    " on group " + group_->name() + " failed");
+    const size_t slash = file.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash);
+    note = "\n  flight recorder written to " + file + "; `meshcomm-diagnose " + dir +
+           "` shows what every rank was doing";
+  } catch (const std::exception& e) {
+    MESHCOMM_LOG(kError, e.what());
+    return error;
+  }
+  return withNote<Timeout, PeerLost, Mismatch, Aborted, Interrupted, StoreError, Error>(error, note);
+}
+
+void OpTrace::finish(bool ok, Algorithm algorithm, const char* error) {
+  const int64_t endTicks = FlightRecorder::now();
+  if (id_ != 0) {
+    FlightRecorder::instance()->finish(id_, ok ? OpState::kCompleted : OpState::kFailed,
+                                       algorithmCode(algorithm), transport_, endTicks, error);
+  }
+  if (traceCalls()) {
+    char us[32];
+    std::snprintf(us, sizeof(us), "%.1f",
+                  static_cast<double>(endTicks - startTicks_) * FlightRecorder::nanosecondsPerTick() / 1000.0);
+    logTagged("coll", "rank=" + std::to_string(group_->worldRank()) + " group=" + group_->name() +
+                          " seq=" + std::to_string(seq_) + " op=" + op_ +
+                          " bytes=" + std::to_string(bytes_) + " algorithm=" +
+                          (algorithm == Algorithm::kAuto ? "-" : algorithmName(algorithm)) +
+                          " transport=" +
+                          FlightRecorder::transportName(transport_) +
+                          " us=" + us + (ok ? " state=completed" : " state=failed"));
+  }
+}
+
+}  // namespace meshcomm
