@@ -443,6 +443,15 @@ def _forward(streams, tail):
             stream.pipe.close()
 
 
+def _python_path_with_this_package(python_path):
+    """PYTHONPATH with the folder holding this meshcomm package first, so
+    the workers import the meshcomm that meshrun runs from (a source tree's
+    build/python, found by tools/meshrun, is on no one's path otherwise)."""
+    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rest = [p for p in python_path.split(os.pathsep) if p and os.path.abspath(p) != home]
+    return os.pathsep.join([home] + rest)
+
+
 class _Job:
     """One attempt: the workers of this node, from start to cleanup."""
 
@@ -480,6 +489,7 @@ class _Job:
             "MESHCOMM_JOB_ID": self.job_id,
             "MESHCOMM_RESTART_COUNT": str(self.restart_count),
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": _python_path_with_this_package(env.get("PYTHONPATH", "")),
         })
         return env
 
