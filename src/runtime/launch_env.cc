@@ -9,13 +9,15 @@ std::optional<LaunchEnv> launchEnvFromEnvironment() {
   struct Source {
     const char* rank;
     const char* size;
+    const char* localRank;
     const char* name;
   };
   static constexpr Source kSources[] = {
-      {"RANK", "WORLD_SIZE", "RANK/WORLD_SIZE"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI's OMPI_COMM_WORLD_RANK/SIZE"},
-      {"PMI_RANK", "PMI_SIZE", "PMI_RANK/PMI_SIZE"},
-      {"SLURM_PROCID", "SLURM_NTASKS", "Slurm's SLURM_PROCID/SLURM_NTASKS"},
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "Open MPI's OMPI_COMM_WORLD_RANK/SIZE"},
+      {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI_RANK/PMI_SIZE"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm's SLURM_PROCID/SLURM_NTASKS"},
   };
   for (const auto& s : kSources) {
     auto rank = envInt(s.rank);
@@ -24,6 +26,9 @@ std::optional<LaunchEnv> launchEnvFromEnvironment() {
     LaunchEnv env;
     env.rank = static_cast<int>(*rank);
     env.worldSize = static_cast<int>(*size);
+    if (auto local = envInt(s.localRank); local && *local >= 0 && *local < *size) {
+      env.localRank = static_cast<int>(*local);
+    }
     env.source = s.name;
     return env;
   }

@@ -1,7 +1,7 @@
 // Reading the job's shape from the environment that launchers set:
 // meshrun and torchrun (RANK, WORLD_SIZE, LOCAL_RANK), Open MPI
-// (OMPI_COMM_WORLD_*), MPICH/Hydra (PMI_RANK, PMI_SIZE) and Slurm
-// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_JOB_NODELIST).
+// (OMPI_COMM_WORLD_*), MPICH/Hydra (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID) and
+// Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_JOB_NODELIST).
 #pragma once
 
 #include <optional>
@@ -12,6 +12,7 @@ namespace meshcomm {
 struct LaunchEnv {
   int rank = -1;
   int worldSize = -1;
+  int localRank = -1;  // index on this host, when the launcher says
   std::string source;  // which variables they came from, for messages
 };
 

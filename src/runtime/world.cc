@@ -116,6 +116,7 @@ class WorldImpl {
  public:
   int rank = 0;
   int size = 1;
+  int localRank = 0;  // index among the ranks of this host
   std::string backend;
   std::chrono::milliseconds timeout{0};
   std::string authToken;
@@ -267,8 +268,16 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   int rank = options.rank;
   int size = options.worldSize;
   std::string sizeSource = "the arguments";
-  if (rank < 0 || size < 0) {
-    auto env = launchEnvFromEnvironment();
+  std::optional<LaunchEnv> env;
+  if (rank >= 0 && size >= 0) {
+    // Only the local rank is wanted from a launcher here, and ranks given
+    // as arguments must not fail on a launcher's malformed variables.
+    try {
+      env = launchEnvFromEnvironment();
+    } catch (const InvalidArgument&) {
+    }
+  } else {
+    env = launchEnvFromEnvironment();
     if (!env) {
       throw InvalidArgument(
           "rank and world size are unknown: pass them, or launch with meshrun, torchrun, "
@@ -395,6 +404,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
                   " ms (missing: " + missing + ")");
   }
   int local = 0;
+  int localIndex = 0;  // ranks before this one on this host
   const std::string myHostId = localHostId();
   for (const Bytes& info : w->jobStore->multiGet(rankKeys)) {
     std::string s(info.begin(), info.end());
@@ -405,8 +415,14 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("inconsistent world size: this rank has world_size=" +
                             std::to_string(size) + " but another rank reports '" + s + "'");
     }
-    if (w->hostIdOfRank.back() == myHostId) ++local;
+    if (w->hostIdOfRank.back() == myHostId) {
+      ++local;
+      if (static_cast<int>(w->hostIdOfRank.size()) - 1 < rank) ++localIndex;
+    }
   }
+  // The launcher knows how it placed its processes; without its word, the
+  // rank's position among those of this host.
+  w->localRank = env && env->rank == rank && env->localRank >= 0 ? env->localRank : localIndex;
   w->oversubscribed = local > usableCpus();
   // Busy-polling only pays while every rank has a core to itself.
   int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", w->oversubscribed ? 0 : 50);
@@ -420,6 +436,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 
 int World::rank() const { return impl_->rank; }
 int World::size() const { return impl_->size; }
+int World::localRank() const { return impl_->localRank; }
 const std::string& World::backend() const { return impl_->backend; }
 std::shared_ptr<ProcessGroup> World::worldGroup() const { return impl_->world; }
 
