@@ -22,6 +22,7 @@
 #include "meshcomm/process_group.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
+#include "runtime/torch_agent_store.h"
 #include "transport/group_transport.h"
 #include "transport/peer_monitor.h"
 #include "transport/placement.h"
@@ -341,15 +342,39 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("init_method '" + method +
                             "' is not supported; use env:// or tcp://host:port");
     }
+    // Under torchrun with an agent store, MASTER_PORT is torch's store:
+    // rank 0 hosts meshcomm's on a free port and publishes it there.
+    const bool viaTorchAgent = method == "env://" && torchAgentHostsStore();
+    if (viaTorchAgent && rank != 0) {
+      const std::string key = torchAgentStoreKey();
+      std::string published;
+      try {
+        published = torchStoreWaitGet(storeHost, storePort, key, Deadline::after(w->timeout));
+      } catch (const Timeout& e) {
+        throw Timeout("joining the job under torchrun: rank 0 did not publish meshcomm's store "
+                      "address under " + key + " within " + std::to_string(w->timeout.count()) +
+                      " ms (" + e.what() + ")");
+      }
+      ParsedUrl url = parseTcpUrl("tcp://" + published);
+      storeHost = url.host;
+      storePort = url.port;
+    }
     TCPStoreOptions so;
     so.host = rank == 0 ? "0.0.0.0" : storeHost;
-    so.port = storePort;
+    so.port = viaTorchAgent && rank == 0 ? 0 : storePort;
     so.isServer = rank == 0;
     so.worldSize = size;
     so.waitForWorkers = false;
     so.timeout = w->timeout;
-    w->userStore = std::make_shared<TCPStore>(so);
+    auto store = std::make_shared<TCPStore>(so);
+    w->userStore = store;
     w->hostsStore = rank == 0;
+    if (viaTorchAgent && rank == 0) {
+      const std::string address = advertiseHostFor(storeHost) + ":" + std::to_string(store->port());
+      torchStoreSet(storeHost, storePort, torchAgentStoreKey(), address,
+                    Deadline::after(w->timeout));
+      storePort = store->port();
+    }
   }
   std::shared_ptr<Store> runtimeStore = w->userStore;
   if (!storeHost.empty()) {
