@@ -1,5 +1,7 @@
 #include "runtime/launch_env.h"
 
+#include <algorithm>
+
 #include "common/env.h"
 #include "meshcomm/error.h"
 
@@ -33,6 +35,13 @@ std::optional<LaunchEnv> launchEnvFromEnvironment() {
     return env;
   }
   return std::nullopt;
+}
+
+std::optional<int> slurmDerivedPort() {
+  auto job = envInt("SLURM_JOB_ID");
+  if (!job || *job < 0) return std::nullopt;
+  const int64_t step = std::max<int64_t>(0, envInt("SLURM_STEP_ID").value_or(0));
+  return static_cast<int>(10000 + (*job * 8 + step % 8) % 22000);
 }
 
 std::string firstSlurmHost(const std::string& nodeList) {

@@ -20,6 +20,12 @@ struct LaunchEnv {
 // Throws InvalidArgument when a launcher's variables are malformed.
 std::optional<LaunchEnv> launchEnvFromEnvironment();
 
+// Under Slurm without MASTER_PORT: a port every task of the job step
+// computes alike from SLURM_JOB_ID and SLURM_STEP_ID, in [10000, 32000)
+// (below Linux's ephemeral range, so outgoing connections do not hold it);
+// consecutive jobs and the first 8 steps of a job get distinct ports.
+std::optional<int> slurmDerivedPort();
+
 // The first host of a Slurm node list ("node[01-04],gpu7" -> "node01").
 std::string firstSlurmHost(const std::string& nodeList);
 

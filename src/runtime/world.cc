@@ -327,7 +327,8 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
         auto nodes = envString("SLURM_JOB_NODELIST");
         if (nodes && !nodes->empty()) addr = firstSlurmHost(*nodes);
       }
-      auto port = envInt("MASTER_PORT");
+      std::optional<int64_t> port = envInt("MASTER_PORT");
+      if (!port && envString("SLURM_JOB_NODELIST")) port = slurmDerivedPort();
       if (!addr || addr->empty() || !port) {
         throw InvalidArgument(
             "env:// needs MASTER_ADDR and MASTER_PORT (the address and port where rank 0 "
