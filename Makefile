@@ -12,7 +12,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 VENV ?= $(BUILD)/venv
 VENV_PYTHON := $(VENV)/bin/python
 
-.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-long demo install fuzz clean
+.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-launchers test-long demo install fuzz clean
 
 all: build
 
@@ -34,7 +34,7 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build
-	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp
+	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp test-launchers
 
 test-cpp:
 	$(BUILD)/bin/meshcomm_tests --gtest_brief=1
@@ -48,6 +48,11 @@ test-python:
 test-python-tcp:
 	cd tests/python && MESHCOMM_SHM=0 $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  --ignore=test_store.py --ignore=test_meshrun.py .
+
+# One script under real launchers: srun and sbatch on a one-node Slurm
+# cluster the tests start, mpirun, MPICH's mpiexec, torchrun, meshrun.
+test-launchers:
+	cd tests/launchers && $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 # Sanitizer builds, long sweeps and soaks: run before resolving an issue.
 test-long: deps

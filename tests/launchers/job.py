@@ -7,11 +7,15 @@ process's mappings as /dev/shm/meshcomm-...).
 
 Usage: job.py OUT [check|hold]. With `hold`, the ranks then all_reduce in a
 loop (for at most HOLD_S) until one of them is killed; each survivor writes
-the error it got to <out>/rank_<R>.error and exits 3.
+the error it got to <out>/rank_<R>.error and exits 3. A SIGTERM (launchers
+that stop the rest of a job when one process dies send it, some within
+milliseconds) lets the all_reduce under way finish or fail first, so the
+survivor still reports what meshcomm told it.
 """
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -54,14 +58,18 @@ def main():
     write(os.path.join(out, f"rank_{rank}.json"), json.dumps(report))
     print(f"rank {rank} of {size}, local rank {report['local_rank']}", flush=True)
     if mode == "hold":
+        stopping = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
         end = time.monotonic() + HOLD_S
         try:
-            while time.monotonic() < end:
+            while time.monotonic() < end and not stopping:
                 meshcomm.all_reduce(x)
                 time.sleep(0.001)
         except meshcomm.DistError as e:
             write(os.path.join(out, f"rank_{rank}.error"), f"{type(e).__name__}: {e}")
             sys.exit(3)
+        if stopping:
+            sys.exit(128 + signal.SIGTERM)
     meshcomm.destroy_process_group()
 
 
