@@ -1,6 +1,5 @@
 // World: joining the job (rendezvous through the store), liveness
 // registration, and the registry of the job's groups.
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -15,6 +14,7 @@
 #include "collectives/operations.h"
 #include "common/crypto.h"
 #include "common/env.h"
+#include "common/interfaces.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/socket.h"
@@ -34,33 +34,17 @@ constexpr char kWorldGroupName[] = "mccl_world_group";
 constexpr char kWorldGroupAlias[] = "hccl_world_group";
 constexpr char kKeyRoot[] = "__meshcomm";
 
-// The IPv4 address of a named interface (MESHCOMM_SOCKET_IFNAME).
-std::string interfaceAddress(const std::string& ifname) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) throw Error("getifaddrs failed");
-  std::string found;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    if (ifname != a->ifa_name) continue;
-    char buf[INET_ADDRSTRLEN] = {0};
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
-    found = buf;
-    break;
-  }
-  freeifaddrs(list);
-  if (found.empty()) {
-    throw InvalidArgument("MESHCOMM_SOCKET_IFNAME=" + ifname +
-                          ": no such interface with an IPv4 address");
-  }
-  return found;
-}
-
 std::string advertiseHostFor(const std::string& storeHost) {
   if (auto host = envString("MESHCOMM_HOST"); host && !host->empty()) return *host;
   if (auto ifname = envString("MESHCOMM_SOCKET_IFNAME"); ifname && !ifname->empty()) {
-    return interfaceAddress(*ifname);
+    return addressOfInterface(*ifname);
   }
-  if (!storeHost.empty()) return routableAddressTowards(storeHost, 1);
+  if (!storeHost.empty()) {
+    InterfaceAddress chosen = interfaceTowards(storeHost);
+    MESHCOMM_LOG(kInfo, "advertising " << chosen.address << " (" << chosen.name
+                                       << "), the interface whose route reaches " << storeHost);
+    return chosen.address;
+  }
   // No peer address to route towards (the store listens on every
   // interface of this host): use the hostname's first non-loopback address.
   addrinfo hints{};
@@ -343,6 +327,9 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("init_method '" + method +
                             "' is not supported; use env:// or tcp://host:port");
     }
+    // Before any connection: an unreachable MASTER_ADDR fails here at once,
+    // naming this host's interfaces, rather than as a store timeout.
+    w->advertiseHost = advertiseHostFor(storeHost);
     // Under torchrun with an agent store, MASTER_PORT is torch's store:
     // rank 0 hosts meshcomm's on a free port and publishes it there.
     const bool viaTorchAgent = method == "env://" && torchAgentHostsStore();
@@ -371,7 +358,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     w->userStore = store;
     w->hostsStore = rank == 0;
     if (viaTorchAgent && rank == 0) {
-      const std::string address = advertiseHostFor(storeHost) + ":" + std::to_string(store->port());
+      const std::string address = w->advertiseHost + ":" + std::to_string(store->port());
       torchStoreSet(storeHost, storePort, torchAgentStoreKey(), address,
                     Deadline::after(w->timeout));
       storePort = store->port();
@@ -389,8 +376,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     w->liveStore = std::make_shared<TCPStore>(so);
     runtimeStore = w->liveStore;
   }
-  if (!options.store) advertiseTowards = storeHost;
-  w->advertiseHost = advertiseHostFor(advertiseTowards);
+  if (options.store) w->advertiseHost = advertiseHostFor(advertiseTowards);
 
   // Incarnation: every init on the same store by the same job counts up
   // together, so keys of a previous incarnation never mix with these.
