@@ -39,8 +39,13 @@ VICTIM = 1
 # One launcher run; a real one takes a few seconds.
 RUN_TIMEOUT_S = 90.0
 START_TIMEOUT_S = 60.0
-# The launcher must be gone this soon after a rank is killed.
+# Every rank must be gone this soon after one of them is killed.
 EXIT_AFTER_KILL_S = 2.0
+# torchrun reports the failure and has stopped its workers well within
+# EXIT_AFTER_KILL_S, but its own interpreter then takes 1.5 s and more to
+# exit on a loaded machine (seen: the report at 0.26 s, the exit at 1.8 s,
+# with a load average of 20 on 2 cores).
+TORCHRUN_EXIT_S = 5.0
 
 
 def _free_port():
@@ -66,8 +71,10 @@ class Launcher:
     needs: Callable[[], Optional[str]]  # why it cannot run here, or None
     uses_slurm: bool = False
     # After a rank dies, the survivors fail on their own (True), or the
-    # launcher stops them at once itself and names the dead rank (False).
+    # launcher kills them at once itself (False).
     survivors_report: bool = True
+    # How soon after the kill the launcher must have exited.
+    exit_bound_s: float = 2.0
 
 
 def _job(out, mode, python=PYTHON):
@@ -114,7 +121,8 @@ LAUNCHERS = [
              lambda out, mode, port: [str(VENV_PYTHON), "-m", "torch.distributed.run",
                                       "--nproc_per_node", str(NPROCS), "--master_port", str(port),
                                       *_job(out, mode, VENV_PYTHON)[1:]],
-             "LOCAL_RANK", _torch(VENV_PYTHON, "torch 2 in build/venv (make venv)")),
+             "LOCAL_RANK", _torch(VENV_PYTHON, "torch 2 in build/venv (make venv)"),
+             exit_bound_s=TORCHRUN_EXIT_S),
     # Debian's torch 1.13 under Python 3.11 crashes in its own output
     # handling without --redirects/--tee; it polls its workers every 5 s
     # unless told otherwise.
@@ -187,6 +195,15 @@ def test_ranks_local_ranks_and_shared_memory(launcher, request, tmp_path):
     _no_segments_of([rep["pid"] for rep in reports.values()])
 
 
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def _wait_for_reports(out, proc):
     end = time.monotonic() + START_TIMEOUT_S
     while len(_reports(out)) < NPROCS:
@@ -214,6 +231,10 @@ def test_kill_9_of_one_rank(launcher, request, tmp_path):
         reports = _wait_for_reports(tmp_path, proc)
         os.kill(reports[VICTIM]["pid"], signal.SIGKILL)
         killed = time.monotonic()
+        pids = [r["pid"] for r in reports.values()]
+        while any(_alive(pid) for pid in pids) and time.monotonic() < killed + RUN_TIMEOUT_S:
+            time.sleep(0.01)
+        ranks_gone = time.monotonic() - killed
         try:
             proc.wait(timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -226,7 +247,8 @@ def test_kill_9_of_one_rank(launcher, request, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode != 0, f"{launcher.name} exited 0 after a rank was killed"
-    assert took <= EXIT_AFTER_KILL_S, f"{launcher.name} took {took:.2f} s to exit"
+    assert ranks_gone <= EXIT_AFTER_KILL_S, f"the ranks took {ranks_gone:.2f} s to exit"
+    assert took <= launcher.exit_bound_s, f"{launcher.name} took {took:.2f} s to exit"
     if not launcher.survivors_report:
         # The launcher killed the survivors itself, and says why.
         assert "Killed (signal 9)" in stdout + stderr, stdout + stderr
