@@ -50,8 +50,9 @@ test-python-tcp:
 	  --ignore=test_store.py --ignore=test_meshrun.py .
 
 # One script under real launchers: srun and sbatch on a one-node Slurm
-# cluster the tests start, mpirun, MPICH's mpiexec, torchrun, meshrun.
-test-launchers:
+# cluster the tests start, mpirun, MPICH's mpiexec, torchrun (the venv's
+# torch 2), meshrun.
+test-launchers: venv
 	cd tests/launchers && $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 # Sanitizer builds, long sweeps and soaks: run before resolving an issue.
