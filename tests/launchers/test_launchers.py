@@ -123,6 +123,12 @@ LAUNCHERS = [
                                       *_job(out, mode, VENV_PYTHON)[1:]],
              "LOCAL_RANK", _torch(VENV_PYTHON, "torch 2 in build/venv (make venv)"),
              exit_bound_s=TORCHRUN_EXIT_S),
+    Launcher("torchrun --standalone (torch 2)",
+             lambda out, mode, port: [str(VENV_PYTHON), "-m", "torch.distributed.run",
+                                      "--standalone", "--nproc_per_node", str(NPROCS),
+                                      *_job(out, mode, VENV_PYTHON)[1:]],
+             "LOCAL_RANK", _torch(VENV_PYTHON, "torch 2 in build/venv (make venv)"),
+             exit_bound_s=TORCHRUN_EXIT_S),
     # Debian's torch 1.13 under Python 3.11 crashes in its own output
     # handling without --redirects/--tee; it polls its workers every 5 s
     # unless told otherwise.
@@ -219,6 +225,7 @@ def _wait_for_reports(out, proc):
 
 
 @pytest.mark.parametrize("launcher", [l for l in LAUNCHERS if "1.13" not in l.name
+                                      and "--standalone" not in l.name
                                       and not l.name.startswith("srun -N1")],
                          ids=lambda l: l.name)
 def test_kill_9_of_one_rank(launcher, request, tmp_path):
