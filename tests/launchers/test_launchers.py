@@ -137,7 +137,7 @@ LAUNCHERS = [
                                       "--tee", "2", "--monitor_interval", "0.1",
                                       "--nproc_per_node", str(NPROCS), "--master_port", str(port),
                                       *_job(out, mode)[1:]],
-             "LOCAL_RANK", _torch(PYTHON, "Debian's python3-torch")),
+             "LOCAL_RANK", _torch(PYTHON, "Debian's python3-torch"), exit_bound_s=TORCHRUN_EXIT_S),
     Launcher("meshrun",
              lambda out, mode, port: [str(BUILD_DIR / "bin" / "meshrun"), "--nproc-per-node",
                                       str(NPROCS), *_job(out, mode)[1:]],
@@ -224,8 +224,7 @@ def _wait_for_reports(out, proc):
     return _reports(out)
 
 
-@pytest.mark.parametrize("launcher", [l for l in LAUNCHERS if "1.13" not in l.name
-                                      and "--standalone" not in l.name
+@pytest.mark.parametrize("launcher", [l for l in LAUNCHERS if "--standalone" not in l.name
                                       and not l.name.startswith("srun -N1")],
                          ids=lambda l: l.name)
 def test_kill_9_of_one_rank(launcher, request, tmp_path):
