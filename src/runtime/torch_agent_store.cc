@@ -166,4 +166,20 @@ std::string torchStoreWaitGet(const std::string& host, uint16_t port, const std:
   return connect(host, port, key, deadline).waitGet(key);
 }
 
+void publishStoreAddress(const std::string& agentHost, uint16_t agentPort,
+                         const std::string& address, const Deadline& deadline) {
+  torchStoreSet(agentHost, agentPort, torchAgentStoreKey(), address, deadline);
+}
+
+std::string publishedStoreAddress(const std::string& agentHost, uint16_t agentPort,
+                                  const Deadline& deadline) {
+  const std::string key = torchAgentStoreKey();
+  try {
+    return torchStoreWaitGet(agentHost, agentPort, key, deadline);
+  } catch (const Timeout& e) {
+    throw Timeout("joining the job under torchrun: rank 0 did not publish meshcomm's store "
+                  "address under " + key + " in time (" + e.what() + ")");
+  }
+}
+
 }  // namespace meshcomm

@@ -26,6 +26,16 @@ bool torchAgentHostsStore();
 // the address of the store its previous attempt hosted.
 std::string torchAgentStoreKey();
 
+// Rank 0: publishes `address` ("host:port" of meshcomm's store) in the
+// agent's store at agentHost:agentPort.
+void publishStoreAddress(const std::string& agentHost, uint16_t agentPort,
+                         const std::string& address, const Deadline& deadline);
+
+// Every other rank: the address rank 0 published. Throws Timeout saying
+// that rank 0 did not publish it in time.
+std::string publishedStoreAddress(const std::string& agentHost, uint16_t agentPort,
+                                  const Deadline& deadline);
+
 // Sets key = value in the torch store at host:port. Throws StoreError when
 // the store cannot be reached or speaks neither dialect, Timeout when the
 // deadline passes first.

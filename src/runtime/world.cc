@@ -334,16 +334,8 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     // rank 0 hosts meshcomm's on a free port and publishes it there.
     const bool viaTorchAgent = method == "env://" && torchAgentHostsStore();
     if (viaTorchAgent && rank != 0) {
-      const std::string key = torchAgentStoreKey();
-      std::string published;
-      try {
-        published = torchStoreWaitGet(storeHost, storePort, key, Deadline::after(w->timeout));
-      } catch (const Timeout& e) {
-        throw Timeout("joining the job under torchrun: rank 0 did not publish meshcomm's store "
-                      "address under " + key + " within " + std::to_string(w->timeout.count()) +
-                      " ms (" + e.what() + ")");
-      }
-      ParsedUrl url = parseTcpUrl("tcp://" + published);
+      ParsedUrl url = parseTcpUrl(
+          "tcp://" + publishedStoreAddress(storeHost, storePort, Deadline::after(w->timeout)));
       storeHost = url.host;
       storePort = url.port;
     }
@@ -358,9 +350,11 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     w->userStore = store;
     w->hostsStore = rank == 0;
     if (viaTorchAgent && rank == 0) {
-      const std::string address = w->advertiseHost + ":" + std::to_string(store->port());
-      torchStoreSet(storeHost, storePort, torchAgentStoreKey(), address,
-                    Deadline::after(w->timeout));
+      const bool ipv6 = w->advertiseHost.find(':') != std::string::npos;
+      publishStoreAddress(storeHost, storePort,
+                          (ipv6 ? "[" + w->advertiseHost + "]" : w->advertiseHost) + ":" +
+                              std::to_string(store->port()),
+                          Deadline::after(w->timeout));
       storePort = store->port();
     }
   }
