@@ -12,6 +12,7 @@ machine is left alone.
 """
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -61,6 +62,9 @@ class SlurmCluster:
                             f"/run/munge/{tag}.pid", f"/var/lib/munge/{tag}.seed",
                             f"/var/log/munge/{tag}.log"]
         self.conf = self.dir / "slurm.conf"
+        # meshcomm derives MASTER_PORT from the job id under srun: clusters
+        # of runs side by side must not hand out the same ids.
+        self.first_job_id = random.randrange(1000, 1000000)
         self.procs = {}
 
     def env(self):
@@ -74,6 +78,7 @@ class SlurmCluster:
         d = self.dir
         self.conf.write_text(f"""\
 ClusterName=meshcommtest
+FirstJobId={self.first_job_id}
 SlurmctldHost={self.hostname}(127.0.0.1)
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
