@@ -8,6 +8,9 @@ packages=(
   libgtest-dev libgmock-dev libssl-dev
   python3 python3-dev python3-venv python3-numpy python3-pytest pybind11-dev
   iproute2 procps
+  # the launchers tests/launchers/ starts: a one-node Slurm cluster, Open
+  # MPI's mpirun and MPICH's mpiexec (they coexist through alternatives)
+  slurmctld slurmd slurm-client munge openmpi-bin mpich
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -184,6 +184,10 @@ class MESHCOMM_API World {
 
   int rank() const;
   int size() const;
+  // This process's index among the job's processes on its host: the
+  // launcher's (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+  // SLURM_LOCALID), else its position among the ranks of this host.
+  int localRank() const;
   const std::string& backend() const;
   std::shared_ptr<ProcessGroup> worldGroup() const;
 

@@ -247,6 +247,25 @@ def get_world_size(group=None):
     return _rank_or_size(group, "get_world_size", "size")
 
 
+def get_local_rank():
+    """This process's index among the job's processes on its host, as the
+    launcher placed it (``LOCAL_RANK`` from meshrun or torchrun,
+    ``OMPI_COMM_WORLD_LOCAL_RANK`` from Open MPI, ``MPI_LOCALRANKID`` from
+    MPICH, ``SLURM_LOCALID`` from srun); without a launcher, its position
+    among the ranks of this host. -1 with a warning before
+    init_process_group.
+
+    Example:
+        >>> meshcomm.get_local_rank()      # 4 ranks on each of 2 hosts, rank 5
+        1
+    """
+    try:
+        return _state.world().local_rank
+    except DistError as e:
+        warnings.warn(f"get_local_rank: {e}; returning -1", UserWarning, stacklevel=2)
+        return -1
+
+
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
               use_local_synchronization=False, group_desc=None):
     """Create a group of some of the world's processes. Every member calls it

@@ -52,6 +52,7 @@ import secrets
 import selectors
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -472,6 +473,25 @@ def _forward(streams, tail):
             stream.pipe.close()
 
 
+_PACKAGE_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _package_off_the_default_path():
+    """Whether this meshcomm package lives outside the interpreter's own
+    site-packages (a source tree's build/python, found by tools/meshrun,
+    is on no one's path by default)."""
+    default = site.getsitepackages() + [site.getusersitepackages()]
+    return _PACKAGE_HOME not in map(os.path.abspath, default)
+
+
+def _python_path_with_this_package(python_path):
+    """PYTHONPATH with the folder holding this meshcomm package first, so
+    the workers import the meshcomm that meshrun runs from."""
+    home = _PACKAGE_HOME
+    rest = [p for p in python_path.split(os.pathsep) if p and os.path.abspath(p) != home]
+    return os.pathsep.join([home] + rest)
+
+
 class _Job:
     """One attempt: the workers of this node, from start to cleanup."""
 
@@ -518,6 +538,8 @@ class _Job:
             env["MESHCOMM_STORE_HOSTED"] = "launcher"
         else:
             env.pop("MESHCOMM_STORE_HOSTED", None)
+        if _package_off_the_default_path():
+            env["PYTHONPATH"] = _python_path_with_this_package(env.get("PYTHONPATH", ""))
         return env
 
     def _open_logs(self, worker):

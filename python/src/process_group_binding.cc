@@ -257,6 +257,8 @@ void bindWorld(py::module_& m) {
            "Join the job (collective: returns once every rank has joined).")
       .def_property_readonly("rank", [](const WorldHandle& w) { return w.get().rank(); })
       .def_property_readonly("size", [](const WorldHandle& w) { return w.get().size(); })
+      .def_property_readonly("local_rank",
+                             [](const WorldHandle& w) { return w.get().localRank(); })
       .def_property_readonly("backend", [](const WorldHandle& w) { return w.get().backend(); })
       .def_property_readonly("closed", &WorldHandle::closed)
       .def("world_group", [](const WorldHandle& w) { return w.get().worldGroup(); })

@@ -239,30 +239,4 @@ std::string peerAddress(int fd) {
   return formatSockaddr(ss);
 }
 
-std::string routableAddressTowards(const std::string& towards, uint16_t port) {
-  // A connected UDP socket sends nothing but makes the kernel pick the
-  // source address of the route, which is the address peers can reach.
-  std::string why;
-  AddrInfoPtr ai = resolve(towards, port, false, &why);
-  if (ai) {
-    Fd fd(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (fd && ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof(ss);
-      if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-        char buf[INET6_ADDRSTRLEN] = {0};
-        if (ss.ss_family == AF_INET) {
-          inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr,
-                    buf, sizeof(buf));
-        } else {
-          inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr,
-                    buf, sizeof(buf));
-        }
-        return buf;
-      }
-    }
-  }
-  return hostName();
-}
-
 }  // namespace meshcomm

@@ -65,8 +65,4 @@ std::string peerAddress(int fd);
 // This host's name (gethostname).
 std::string hostName();
 
-// Address of this host as seen when reaching `towards` (the interface the
-// kernel would route through); falls back to the hostname's address.
-std::string routableAddressTowards(const std::string& towards, uint16_t port);
-
 }  // namespace meshcomm

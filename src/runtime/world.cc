@@ -1,6 +1,5 @@
 // World: joining the job (rendezvous through the store), liveness
 // registration, and the registry of the job's groups.
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -15,6 +14,7 @@
 #include "collectives/operations.h"
 #include "common/crypto.h"
 #include "common/env.h"
+#include "common/interfaces.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/socket.h"
@@ -25,6 +25,7 @@
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
 #include "runtime/survivors.h"
+#include "runtime/torch_agent_store.h"
 #include "transport/group_transport.h"
 #include "transport/peer_monitor.h"
 #include "transport/placement.h"
@@ -36,33 +37,17 @@ constexpr char kWorldGroupName[] = "mccl_world_group";
 constexpr char kWorldGroupAlias[] = "hccl_world_group";
 constexpr char kKeyRoot[] = "__meshcomm";
 
-// The IPv4 address of a named interface (MESHCOMM_SOCKET_IFNAME).
-std::string interfaceAddress(const std::string& ifname) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) throw Error("getifaddrs failed");
-  std::string found;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    if (ifname != a->ifa_name) continue;
-    char buf[INET_ADDRSTRLEN] = {0};
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
-    found = buf;
-    break;
-  }
-  freeifaddrs(list);
-  if (found.empty()) {
-    throw InvalidArgument("MESHCOMM_SOCKET_IFNAME=" + ifname +
-                          ": no such interface with an IPv4 address");
-  }
-  return found;
-}
-
 std::string advertiseHostFor(const std::string& storeHost) {
   if (auto host = envString("MESHCOMM_HOST"); host && !host->empty()) return *host;
   if (auto ifname = envString("MESHCOMM_SOCKET_IFNAME"); ifname && !ifname->empty()) {
-    return interfaceAddress(*ifname);
+    return addressOfInterface(*ifname);
   }
-  if (!storeHost.empty()) return routableAddressTowards(storeHost, 1);
+  if (!storeHost.empty()) {
+    InterfaceAddress chosen = interfaceTowards(storeHost);
+    MESHCOMM_LOG(kInfo, "advertising " << chosen.address << " (" << chosen.name
+                                       << "), the interface whose route reaches " << storeHost);
+    return chosen.address;
+  }
   // No peer address to route towards (the store listens on every
   // interface of this host): use the hostname's first non-loopback address.
   addrinfo hints{};
@@ -119,6 +104,7 @@ class WorldImpl {
  public:
   int rank = 0;
   int size = 1;
+  int localRank = 0;  // index among the ranks of this host
   std::string backend;
   std::chrono::milliseconds timeout{0};
   std::string authToken;
@@ -287,8 +273,16 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   int rank = options.rank;
   int size = options.worldSize;
   std::string sizeSource = "the arguments";
-  if (rank < 0 || size < 0) {
-    auto env = launchEnvFromEnvironment();
+  std::optional<LaunchEnv> env;
+  if (rank >= 0 && size >= 0) {
+    // Only the local rank is wanted from a launcher here, and ranks given
+    // as arguments must not fail on a launcher's malformed variables.
+    try {
+      env = launchEnvFromEnvironment();
+    } catch (const InvalidArgument&) {
+    }
+  } else {
+    env = launchEnvFromEnvironment();
     if (!env) {
       throw InvalidArgument(
           "rank and world size are unknown: pass them, or launch with meshrun, torchrun, "
@@ -337,7 +331,8 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
         auto nodes = envString("SLURM_JOB_NODELIST");
         if (nodes && !nodes->empty()) addr = firstSlurmHost(*nodes);
       }
-      auto port = envInt("MASTER_PORT");
+      std::optional<int64_t> port = envInt("MASTER_PORT");
+      if (!port && envString("SLURM_JOB_NODELIST")) port = slurmDerivedPort();
       if (!addr || addr->empty() || !port) {
         throw InvalidArgument(
             "env:// needs MASTER_ADDR and MASTER_PORT (the address and port where rank 0 "
@@ -352,20 +347,41 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("init_method '" + method +
                             "' is not supported; use env:// or tcp://host:port");
     }
+    // Before any connection: an unreachable MASTER_ADDR fails here at once,
+    // naming this host's interfaces, rather than as a store timeout.
+    w->advertiseHost = advertiseHostFor(storeHost);
     // Under meshrun the launcher of node 0 hosts the store (env:// only),
     // so it outlives any worker, rank 0 included.
     const bool launcherHostsStore =
         method == "env://" && envString("MESHCOMM_STORE_HOSTED").value_or("") == "launcher";
     const bool hostHere = rank == 0 && !launcherHostsStore;
+    // Under torchrun with an agent store, MASTER_PORT is torch's store:
+    // rank 0 hosts meshcomm's on a free port and publishes it there.
+    const bool viaTorchAgent = method == "env://" && !launcherHostsStore && torchAgentHostsStore();
+    if (viaTorchAgent && !hostHere) {
+      ParsedUrl url = parseTcpUrl(
+          "tcp://" + publishedStoreAddress(storeHost, storePort, Deadline::after(w->timeout)));
+      storeHost = url.host;
+      storePort = url.port;
+    }
     TCPStoreOptions so;
     so.host = hostHere ? "0.0.0.0" : storeHost;
-    so.port = storePort;
+    so.port = viaTorchAgent && hostHere ? 0 : storePort;
     so.isServer = hostHere;
     so.worldSize = size;
     so.waitForWorkers = false;
     so.timeout = w->timeout;
-    w->userStore = std::make_shared<TCPStore>(so);
+    auto store = std::make_shared<TCPStore>(so);
+    w->userStore = store;
     w->hostsStore = hostHere;
+    if (viaTorchAgent && hostHere) {
+      const bool ipv6 = w->advertiseHost.find(':') != std::string::npos;
+      publishStoreAddress(storeHost, storePort,
+                          (ipv6 ? "[" + w->advertiseHost + "]" : w->advertiseHost) + ":" +
+                              std::to_string(store->port()),
+                          Deadline::after(w->timeout));
+      storePort = store->port();
+    }
   }
   std::shared_ptr<Store> runtimeStore = w->userStore;
   if (!storeHost.empty()) {
@@ -379,8 +395,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
     w->liveStore = std::make_shared<TCPStore>(so);
     runtimeStore = w->liveStore;
   }
-  if (!options.store) advertiseTowards = storeHost;
-  w->advertiseHost = advertiseHostFor(advertiseTowards);
+  if (options.store) w->advertiseHost = advertiseHostFor(advertiseTowards);
 
   // Incarnation: every init on the same store by the same job counts up
   // together, so keys of a previous incarnation never mix with these.
@@ -419,6 +434,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   std::vector<std::string> rankKeys;
   for (int r = 0; r < size; ++r) rankKeys.push_back("rank/" + std::to_string(r));
   int local = 0;
+  int localIndex = 0;  // ranks before this one on this host
   const std::string myHostId = localHostId();
   for (const Bytes& info : w->jobStore->multiGet(rankKeys)) {
     std::string s(info.begin(), info.end());
@@ -429,8 +445,14 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("inconsistent world size: this rank has world_size=" +
                             std::to_string(size) + " but another rank reports '" + s + "'");
     }
-    if (w->hostIdOfRank.back() == myHostId) ++local;
+    if (w->hostIdOfRank.back() == myHostId) {
+      ++local;
+      if (static_cast<int>(w->hostIdOfRank.size()) - 1 < rank) ++localIndex;
+    }
   }
+  // The launcher knows how it placed its processes; without its word, the
+  // rank's position among those of this host.
+  w->localRank = env && env->rank == rank && env->localRank >= 0 ? env->localRank : localIndex;
   w->oversubscribed = local > usableCpus();
   // Busy-polling only pays while every rank has a core to itself.
   int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", w->oversubscribed ? 0 : 50);
@@ -444,6 +466,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 
 int World::rank() const { return impl_->rank; }
 int World::size() const { return impl_->size; }
+int World::localRank() const { return impl_->localRank; }
 const std::string& World::backend() const { return impl_->backend; }
 std::shared_ptr<ProcessGroup> World::worldGroup() const {
   MutexLock lock(impl_->mu);
