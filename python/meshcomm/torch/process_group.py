@@ -21,6 +21,7 @@ rank, the operation and the group.
 """
 
 import threading
+import time
 import weakref
 from datetime import timedelta
 
@@ -39,6 +40,15 @@ BACKEND_NAME = "meshcomm"
 _AVG = _t.AVG
 _SUM = _meshcomm.REDUCE_OP_CODES["sum"]
 _CODES = _t.CODES
+_UNSET = dist.AllreduceOptions().timeout  # torch's "no timeout given"
+# hash(ReduceOp) is its RedOpType value; the ops the core reduces natively
+# on every real dtype.
+_FAST_OPS = {int(op): _t._NATIVE[int(op)]
+             for op in (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN,
+                        dist.ReduceOp.MAX)}
+
+_CLOSED_KEY = "meshcomm/closed"
+_LEAVE_WAIT_S = 10.0
 
 # Every live group, so interpreter exit can close them before the threads
 # their stores call into Python from are gone.
@@ -74,6 +84,8 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._world = _meshcomm.World(store=_meshcomm.PythonStore(store), rank=rank,
                                       world_size=size, timeout_ms=self._timeout_ms)
         self._pg = self._world.world_group()
+        self._store = store
+        self._broken = False        # an operation failed: peers may be gone
         self._rank = rank
         self._size = size
         self._pending = []          # PendingWork of queued point-to-point operations
@@ -104,11 +116,32 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         """Releases everything the group holds (torch's destroy_process_group
         calls this). Waits for queued point-to-point operations to end."""
         world, self._world, self._pg = self._world, None, None
-        if world is not None:
-            world.close()
+        if world is None:
+            return
+        world.close()
         with self._pending_lock:
             self._pending.clear()
         _LIVE.discard(self)
+        store, self._store = self._store, None
+        try:
+            self._leave(store)
+        except Exception:  # the store's host is gone: nobody is left to wait for
+            pass
+
+    def _leave(self, store):
+        """Group rank 0 returns last. torch's store lives in global rank 0's
+        process (or in torchrun's agent), and a rank still closing would
+        see it vanish if that process exited first. A broken group does not
+        wait: its peers may be dead."""
+        count = store.add(_CLOSED_KEY, 1)
+        if self._rank != 0 or self._broken:
+            return
+        # Every re-creation of a group with the same name counts on.
+        target = ((count - 1) // self._size + 1) * self._size
+        deadline = time.monotonic() + _LEAVE_WAIT_S
+        while count < target and time.monotonic() < deadline:
+            time.sleep(0.002)
+            count = store.add(_CLOSED_KEY, 0)
 
     def abort(self):
         self.shutdown()
@@ -131,22 +164,40 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         """Runs one blocking submission; returns once the operation is done."""
         try:
             work = method(*args, True)
-        except TypeError as e:
-            raise _t.InvalidTypeError(str(e)) from None
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             if isinstance(e, RuntimeError):
                 raise
+            if isinstance(e, TypeError):
+                raise _t.InvalidTypeError(str(e)) from None
             raise InvalidArgumentError(str(e)) from None
-        if not work.is_completed():  # queued behind point-to-point operations
-            work.wait()
+        except RuntimeError:
+            self._broken = True
+            raise
+        try:
+            work.wait()  # raises the operation's error; waits only if it was queued
+        except RuntimeError:
+            self._broken = True
+            raise
         return work
 
     # ---- all_reduce ---------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
-        t = _one(tensors, "all_reduce")
         if opts is None:
             opts = dist.AllreduceOptions()
+        if len(tensors) == 1:
+            # The hot path: a dense tensor and an op the core has.
+            t = tensors[0]
+            code = _FAST_OPS.get(hash(opts.reduceOp))
+            dtype_code = _CODES.get(t.dtype)
+            if code is not None and dtype_code is not None and t.is_cpu and \
+                    t.is_contiguous() and not t.is_complex() and self._pg is not None:
+                timeout = opts.timeout
+                timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
+                self._run(self._pg.all_reduce, (t.data_ptr(), t.numel(), dtype_code), code,
+                          timeout_ms)
+                return DoneWork(tensors)
+        t = _one(tensors, "all_reduce")
         self._allreduce(t, opts.reduceOp, _ms(opts.timeout))
         return DoneWork(tensors)
 

@@ -132,7 +132,7 @@ def native_op(op, dtype, what):
     """meshcomm's code for a torch ReduceOp handled natively, or None for
     the ones built here (AVG, bitwise). Raises for combinations no backend
     could honour, before anything is sent."""
-    code = int(op.op) if hasattr(op, "op") else int(op)
+    code = op_code(op)
     native = _NATIVE.get(code)
     if native is not None:
         if code in (int(ReduceOp.MIN), int(ReduceOp.MAX)) and dtype.is_complex:
@@ -157,7 +157,8 @@ def native_op(op, dtype, what):
 
 
 def op_code(op):
-    return int(op.op) if hasattr(op, "op") else int(op)
+    """The RedOpType value of a ReduceOp (its hash, which is cheap)."""
+    return hash(op) if hasattr(op, "op") else int(op)
 
 
 def fold(code, stacked, out):

@@ -46,7 +46,7 @@ class DoneWork(_TorchWork):
     """An operation that completed before the call that issued it returned."""
 
     def __init__(self, result):
-        super().__init__()
+        _TorchWork.__init__(self)
         self._result = result
 
     def wait(self, timeout=timedelta(0)):
