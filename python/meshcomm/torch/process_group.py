@@ -91,6 +91,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._pending = []          # PendingWork of queued point-to-point operations
         self._pending_lock = threading.Lock()
         self._torch_group_name = ""
+        self._torch_group_desc = ""
         _LIVE.add(self)
 
     # ---- identity -----------------------------------------------------
@@ -106,6 +107,21 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
 
     def getBackendName(self):
         return BACKEND_NAME
+
+    # torch names a group after creating it (_set_group_name) and looks it
+    # up by name (functional collectives, DeviceMesh); its C++ base class
+    # keeps names in backends, which a Python group has none of.
+    def getGroupName(self):
+        return self._torch_group_name
+
+    def setGroupName(self, name):
+        self._torch_group_name = name
+
+    def getGroupDesc(self):
+        return self._torch_group_desc
+
+    def setGroupDesc(self, desc):
+        self._torch_group_desc = desc
 
     def __repr__(self):
         return f"ProcessGroupMeshcomm(rank={self._rank}, size={self._size})"
