@@ -1,7 +1,10 @@
 """Running one function in several fresh processes, one per rank.
 
-Each rank is a "spawn" child (a fresh interpreter that imports the test
-module), gets (rank, size, port) and whatever extra arguments the test
+Each rank is a forked child of the test process, which imports torch once
+beforehand (importing it takes seconds; a fork takes milliseconds). The
+test process itself never initializes torch.distributed or runs a torch
+operation, so the children inherit no threads and no thread pools. A rank
+gets (rank, size, port) and whatever extra arguments the test
 passes, and sends back what the function returned or the traceback it
 raised. Every run has a hard deadline: past it the ranks still running are
 killed and the test fails saying which ones hung.
@@ -16,6 +19,9 @@ import time
 import traceback
 
 import pytest
+import torch  # noqa: F401 - imported once, before the ranks are forked
+import torch.distributed  # noqa: F401
+import meshcomm.torch  # noqa: F401 - registers the backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -45,7 +51,7 @@ class Outcome:
 def run_ranks(fn, size, *args, timeout=150, expect_errors=False):
     """Runs fn(rank, size, port, *args) in `size` processes. Returns an
     Outcome; unless expect_errors, fails the test on any error or hang."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_entry, args=(fn, r, size, port, results, args), daemon=True)
