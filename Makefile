@@ -12,7 +12,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 VENV ?= $(BUILD)/venv
 VENV_PYTHON := $(VENV)/bin/python
 
-.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-long demo install fuzz clean
+.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-torch test-long demo install fuzz clean
 
 all: build
 
@@ -34,7 +34,7 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build
-	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp
+	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp test-torch
 
 test-cpp:
 	$(BUILD)/bin/meshcomm_tests --gtest_brief=1
@@ -48,6 +48,14 @@ test-python:
 test-python-tcp:
 	cd tests/python && MESHCOMM_SHM=0 $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  --ignore=test_store.py --ignore=test_meshrun.py .
+
+# The torch.distributed backend (meshcomm.torch) on the venv's torch 2.x;
+# the operations and failures again over TCP (shared memory off).
+test-torch: venv build
+	cd tests/torch && $(CURDIR)/$(VENV_PYTHON) -m pytest -q -p no:cacheprovider \
+	  -W ignore::DeprecationWarning .
+	cd tests/torch && MESHCOMM_SHM=0 $(CURDIR)/$(VENV_PYTHON) -m pytest -q -p no:cacheprovider \
+	  -W ignore::DeprecationWarning test_ops.py test_faults.py
 
 # Sanitizer builds, long sweeps and soaks: run before resolving an issue.
 test-long: deps

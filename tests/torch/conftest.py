@@ -20,7 +20,11 @@ import traceback
 
 import pytest
 import torch  # noqa: F401 - imported once, before the ranks are forked
+import torch._dynamo  # noqa: F401 - DDP's constructor imports it (seconds)
 import torch.distributed  # noqa: F401
+import torch.distributed.fsdp  # noqa: F401
+import torch.distributed.optim  # noqa: F401
+import torch.nn.parallel  # noqa: F401
 import meshcomm.torch  # noqa: F401 - registers the backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,6 +39,9 @@ def free_port():
 
 def _entry(fn, rank, size, port, results, args):
     try:
+        # The ranks share a few cores; torch's intra-op pool would make
+        # every rank's threads compete with every other rank's.
+        torch.set_num_threads(1)
         value = fn(rank, size, port, *args)
         results.put((rank, True, value))
     except BaseException:  # noqa: B036 - everything goes back to the test

@@ -49,6 +49,7 @@ _FAST_OPS = {int(op): _t._NATIVE[int(op)]
 
 _CLOSED_KEY = "meshcomm/closed"
 _LEAVE_WAIT_S = 10.0
+_LEAVE_WAIT_BROKEN_S = 2.0
 
 # Every live group, so interpreter exit can close them before the threads
 # their stores call into Python from are gone.
@@ -146,15 +147,17 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
 
     def _leave(self, store):
         """Group rank 0 returns last. torch's store lives in global rank 0's
-        process (or in torchrun's agent), and a rank still closing would
-        see it vanish if that process exited first. A broken group does not
-        wait: its peers may be dead."""
+        process (or in torchrun's agent), and a rank still closing, or still
+        learning why its last operation failed, would see it vanish if that
+        process exited first. After a failure some ranks may be dead and
+        never arrive, so the wait is shorter."""
         count = store.add(_CLOSED_KEY, 1)
-        if self._rank != 0 or self._broken:
+        if self._rank != 0:
             return
         # Every re-creation of a group with the same name counts on.
         target = ((count - 1) // self._size + 1) * self._size
-        deadline = time.monotonic() + _LEAVE_WAIT_S
+        wait_s = _LEAVE_WAIT_BROKEN_S if self._broken else _LEAVE_WAIT_S
+        deadline = time.monotonic() + wait_s
         while count < target and time.monotonic() < deadline:
             time.sleep(0.002)
             count = store.add(_CLOSED_KEY, 0)
