@@ -189,6 +189,13 @@ def work_objects(rank, size, port):
     w = dist.all_reduce(t, async_op=True)
     results["done"] = (w.is_completed(), w.wait(), w.is_success(), w.exception(),
                        w.get_future().wait()[0].tolist())
+    # A large asynchronous all_reduce is queued (as DDP's buckets are):
+    # its future completes on its own, its wait() returns the result.
+    big = [torch.full((1 << 19,), float(rank + i)) for i in range(3)]
+    works = [dist.all_reduce(b, async_op=True) for b in big]
+    futs = [w.get_future() for w in works[:2]]
+    results["async"] = ([f.wait()[0][:2].tolist() for f in futs], works[2].wait(),
+                        big[2][-2:].tolist(), all(w.is_completed() for w in works))
     dist.destroy_process_group()
     return results
 
@@ -202,6 +209,8 @@ def test_work_objects():
     assert r["after"] == (True, True, None, [7.0] * 3, [8.0] * 3, [9.0] * 3), r["after"]
     for rank in range(2):
         assert out.values[rank]["done"] == (True, True, True, None, [2.0, 2.0])
+        assert out.values[rank]["async"] == ([[1.0, 1.0], [3.0, 3.0]], True, [5.0, 5.0],
+                                             True), out.values[rank]["async"]
 
 
 def _resources():

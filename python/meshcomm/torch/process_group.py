@@ -20,6 +20,7 @@ DistTimeoutError, ...) on every rank, with meshcomm's message, naming the
 rank, the operation and the group.
 """
 
+import queue
 import threading
 import time
 import weakref
@@ -46,6 +47,11 @@ _UNSET = dist.AllreduceOptions().timeout  # torch's "no timeout given"
 _FAST_OPS = {int(op): _t._NATIVE[int(op)]
              for op in (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN,
                         dist.ReduceOp.MAX)}
+
+# An all_reduce at least this large issued with async_op=True is queued and
+# returns at once (DDP's buckets overlap with the backward pass); smaller
+# ones run on the calling thread, which is faster than any hand-off.
+_ASYNC_BYTES = 1 << 20
 
 _CLOSED_KEY = "meshcomm/closed"
 _LEAVE_WAIT_S = 10.0
@@ -93,6 +99,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._pending_lock = threading.Lock()
         self._torch_group_name = ""
         self._torch_group_desc = ""
+        self._futures = None        # (queue, thread) completing get_future()s
         _LIVE.add(self)
 
     # ---- identity -----------------------------------------------------
@@ -138,6 +145,10 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         world.close()
         with self._pending_lock:
             self._pending.clear()
+            futures, self._futures = self._futures, None
+        if futures is not None:
+            futures[0].put(None)
+            futures[1].join(timeout=10)
         _LIVE.discard(self)
         store, self._store = self._store, None
         try:
@@ -179,6 +190,19 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             self._pending.append(work)
         return work
 
+    def _complete_later(self, work, future):
+        """Has the group's future thread complete future when work ends.
+        The group's operations end in issue order, so one thread waiting
+        on them in turn completes each future as soon as it can be."""
+        with self._pending_lock:
+            if self._futures is None:
+                q = queue.SimpleQueue()
+                thread = threading.Thread(target=_complete_futures, args=(q,),
+                                          name="meshcomm-futures", daemon=True)
+                thread.start()
+                self._futures = (q, thread)
+            self._futures[0].put((work, future))
+
     def _run(self, method, *args):
         """Runs one blocking submission; returns once the operation is done."""
         try:
@@ -213,8 +237,13 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                     t.is_contiguous() and not t.is_complex() and self._pg is not None:
                 timeout = opts.timeout
                 timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
-                self._run(self._pg.all_reduce, (t.data_ptr(), t.numel(), dtype_code), code,
-                          timeout_ms)
+                n = t.numel()
+                if n * t.element_size() >= _ASYNC_BYTES and opts.asyncOp:
+                    native = self._submit(self._pg.all_reduce, (t.data_ptr(), n, dtype_code),
+                                          code, timeout_ms)
+                    return self._track(PendingWork(native, tensors, (t,),
+                                                   complete_later=self._complete_later))
+                self._run(self._pg.all_reduce, (t.data_ptr(), n, dtype_code), code, timeout_ms)
                 return DoneWork(tensors)
         t = _one(tensors, "all_reduce")
         self._allreduce(t, opts.reduceOp, _ms(opts.timeout))
@@ -546,17 +575,19 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         t = _one(tensors, "send")
         pg = self._group()
         src = Staging().read(t, "send")
-        native = self._submit(pg.send, desc(src), dst, tag)
-        return self._track(PendingWork(native, tensors, (t, src)))
+        native = self._submit(pg.send, desc(src), dst, tag, 0)
+        return self._track(PendingWork(native, tensors, (t, src),
+                                       complete_later=self._complete_later))
 
     def recv(self, tensors, src, tag=0):
         t = _one(tensors, "recv")
         pg = self._group()
         stage = Staging()
         buf = stage.write(t, "recv")
-        native = self._submit(pg.recv, desc(buf), src, tag)
+        native = self._submit(pg.recv, desc(buf), src, tag, 0)
         return self._track(PendingWork(native, tensors, (t, buf),
-                                       stage.finish if stage.back else None))
+                                       stage.finish if stage.back else None,
+                                       self._complete_later))
 
     def recv_anysource(self, tensors, tag=0):
         raise InvalidArgumentError("recv without a source rank (recv_anysource) is not supported "
@@ -565,13 +596,22 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
 
     def _submit(self, method, *args):
         try:
-            return method(*args, 0, False)
+            return method(*args, False)
         except TypeError as e:
             raise _t.InvalidTypeError(str(e)) from None
         except ValueError as e:
             if isinstance(e, RuntimeError):
                 raise
             raise InvalidArgumentError(str(e)) from None
+
+
+def _complete_futures(q):
+    while True:
+        item = q.get()
+        if item is None:
+            return
+        work, future = item
+        work.complete_future(future)
 
 
 def create(store, rank, size, timeout):

@@ -7,7 +7,9 @@ DDP's communication hooks, through ``Work.get_future``. Two kinds exist:
   returned: every collective runs on the calling thread (see
   ``process_group.py``), so this is the common case and costs one object.
 * :class:`PendingWork` for point-to-point operations, which must not block
-  the caller (an isend followed by an irecv would deadlock otherwise). It
+  the caller (an isend followed by an irecv would deadlock otherwise), and
+  for large all_reduces issued with ``async_op=True`` (DDP's gradient
+  buckets, which then overlap with the rest of the backward pass). It
   holds meshcomm's native Work and every tensor the operation reads or
   writes, so the memory stays valid until the operation completes even if
   the caller drops the Work: the process group keeps its pending Works in
@@ -78,11 +80,14 @@ class PendingWork(_TorchWork):
 
     ``native`` is meshcomm's Work; ``keep`` every object whose memory the
     operation uses; ``finish`` (may be None) runs once on success, before
-    waiters return (it copies a staged receive into a strided tensor).
+    waiters return (it copies a staged receive into a strided tensor);
+    ``complete_later(work, future)`` has the group's future thread
+    complete ``future`` once the operation ends (get_future).
     """
 
-    def __init__(self, native, result, keep, finish=None):
+    def __init__(self, native, result, keep, finish=None, complete_later=None):
         super().__init__()
+        self._complete_later = complete_later
         self._native = native
         self._result = result
         self._keep = keep
@@ -148,12 +153,12 @@ class PendingWork(_TorchWork):
         with self._lock:
             if self._future is None:
                 self._future = torch.futures.Future()
-                fut = self._future
-                threading.Thread(target=self._complete_future, args=(fut,),
-                                 name="meshcomm-future", daemon=True).start()
+                self._complete_later(self, self._future)
             return self._future
 
-    def _complete_future(self, fut):
+    def complete_future(self, fut):
+        """Waits for the operation, then completes fut with its result or
+        error (on the group's future thread)."""
         try:
             self._settle(None)
         except RuntimeError as e:
