@@ -13,7 +13,15 @@ what is supported and how errors look.
 
 import atexit
 
+import torch
 import torch.distributed as dist
+
+_major = int(torch.__version__.split(".")[0])
+if _major < 2:
+    raise ImportError(
+        f"meshcomm.torch needs torch 2.x; this is torch {torch.__version__} (Debian's "
+        "python3-torch is 1.13). `make venv` installs torch 2.13 into build/venv; run "
+        "build/venv/bin/python. See docs/torch.md.")
 
 from .process_group import BACKEND_NAME, ProcessGroupMeshcomm, close_all, create
 from .tensors import InvalidArgumentError
