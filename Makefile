@@ -15,7 +15,7 @@ TEST_DUMPS = MESHCOMM_DUMP_DIR=$(CURDIR)/$(BUILD)/test-dumps
 VENV ?= $(BUILD)/venv
 VENV_PYTHON := $(VENV)/bin/python
 
-.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-launchers test-long demo install fuzz clean
+.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-torch test-launchers test-long demo install fuzz clean
 
 all: build
 
@@ -37,7 +37,7 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build
-	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp test-launchers
+	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp test-torch test-launchers
 
 test-cpp:
 	$(TEST_DUMPS) $(BUILD)/bin/meshcomm_tests --gtest_brief=1
@@ -51,6 +51,14 @@ test-python:
 test-python-tcp:
 	cd tests/python && $(TEST_DUMPS) MESHCOMM_SHM=0 $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  --ignore=test_store.py --ignore=test_meshrun.py .
+
+# The torch.distributed backend (meshcomm.torch) on the venv's torch 2.x;
+# the operations and failures again over TCP (shared memory off).
+test-torch: venv build
+	cd tests/torch && $(CURDIR)/$(VENV_PYTHON) -m pytest -q -p no:cacheprovider \
+	  -W ignore::DeprecationWarning .
+	cd tests/torch && MESHCOMM_SHM=0 $(CURDIR)/$(VENV_PYTHON) -m pytest -q -p no:cacheprovider \
+	  -W ignore::DeprecationWarning test_ops.py test_faults.py
 
 # One script under real launchers: srun and sbatch on a one-node Slurm
 # cluster the tests start, mpirun, MPICH's mpiexec, torchrun (the venv's

@@ -7,8 +7,14 @@
 #   --nranks "2 4 8"    process counts (default "2 4 8")
 #   --ops "OPS"         any of all_reduce broadcast all_gather reduce_scatter
 #                       all_to_all barrier (default: all six)
-#   --libs "LIBS"       any of meshcomm openmpi gloo torch (default: all four;
-#                       gloo's all_reduce runs as gloo-ring and gloo-hd)
+#   --libs "LIBS"       any of meshcomm openmpi gloo torch torch-meshcomm
+#                       (default: all five; gloo's all_reduce runs as
+#                       gloo-ring and gloo-hd; torch is Debian's torch with
+#                       gloo; torch-meshcomm runs torch 2.x from the build's
+#                       venv three ways: torch-meshcomm (the meshcomm.torch
+#                       backend), torch2-gloo (gloo on that torch) and
+#                       meshcomm-py (meshcomm's own Python API), then a DDP
+#                       step-time comparison, bench/torch_ddp_bench.py)
 #   -b SIZE -e SIZE -f F  size sweep, as meshcomm-bench takes it (default
 #                       -b 8 -e 64M -f 4; 8 x 4^k stops at 32M)
 #   --iters N           fixed timed iterations (default: adaptive, ~0.25 s)
@@ -37,7 +43,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY=/usr/bin/python3
 NRANKS="2 4 8"
 OPS="all_reduce broadcast all_gather reduce_scatter all_to_all barrier"
-LIBS="meshcomm openmpi gloo torch"
+LIBS="meshcomm openmpi gloo torch torch-meshcomm"
 MINB=8
 MAXB=64M
 FACTOR=4
@@ -85,7 +91,8 @@ for op in $OPS; do
     *) die "--ops: unknown operation '$op'" ;; esac
 done
 for lib in $LIBS; do
-  case "$lib" in meshcomm|openmpi|gloo|torch) ;; *) die "--libs: unknown library '$lib'" ;; esac
+  case "$lib" in meshcomm|openmpi|gloo|torch|torch-meshcomm) ;;
+    *) die "--libs: unknown library '$lib'" ;; esac
 done
 has_lib() { [[ " $LIBS " == *" $1 "* ]]; }
 
@@ -124,6 +131,13 @@ MESHCOMM_BENCH="$BUILD_DIR/bin/meshcomm-bench"
 if has_lib meshcomm && [[ ! -x "$MESHCOMM_BENCH" ]]; then
   die "$MESHCOMM_BENCH not found: build meshcomm first (make build), or pass --build-dir"
 fi
+
+VENV_PY="$BUILD_DIR/venv/bin/python"
+if has_lib torch-meshcomm; then
+  [[ -x "$VENV_PY" ]] || bash "$ROOT/scripts/make-venv.sh" "$PY" "$BUILD_DIR/venv" >&2
+  [[ -d "$BUILD_DIR/python/meshcomm" ]] || die "$BUILD_DIR/python/meshcomm not found: make build first"
+fi
+TORCH2=(env PYTHONPATH="$BUILD_DIR/python" "$VENV_PY")
 
 # ---- peer programs (rebuilt when their source is newer) ----
 
@@ -216,9 +230,24 @@ for REP in $(seq "$REPEATS"); do
       if has_lib torch; then
         run_one torch-gloo "$op" "$p" "$PY" "$SRC/torch_bench.py" "$op" -n "$p" "${SWEEP[@]}" --time-limit "$TIMEOUT"
       fi
+      if has_lib torch-meshcomm; then
+        for backend in meshcomm:torch-meshcomm gloo:torch2-gloo meshcomm-api:meshcomm-py; do
+          run_one "${backend#*:}" "$op" "$p" "${TORCH2[@]}" "$SRC/torch_bench.py" "$op" -n "$p" \
+            "${SWEEP[@]}" --time-limit "$TIMEOUT" --backend "${backend%%:*}"
+        done
+      fi
     done
   done
 done
+
+if has_lib torch-meshcomm; then
+  DDP_OUT="$RESULTS_DIR/compare-$STAMP-ddp.md"
+  for p in $NRANKS; do
+    say "DDP step time, $p ranks: meshcomm vs gloo"
+    timeout -k 10 "$TIMEOUT" "${TORCH2[@]}" "$ROOT/bench/torch_ddp_bench.py" -n "$p" \
+      | tee -a "$DDP_OUT" >&2 || FAILURES+=("torch_ddp_bench.py -n $p: failed; see $DDP_OUT")
+  done
+fi
 
 cp "$CSV" "$RESULTS_DIR/compare-latest.csv"
 say "rows: $CSV ($(($(wc -l < "$CSV") - 1)) rows; logs in $LOGS)"

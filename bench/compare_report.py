@@ -27,7 +27,8 @@ from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OP_ORDER = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all", "barrier"]
-LIB_ORDER = ["meshcomm", "openmpi", "gloo-ring", "gloo-hd", "gloo", "torch-gloo"]
+LIB_ORDER = ["meshcomm", "openmpi", "gloo-ring", "gloo-hd", "gloo", "torch-gloo",
+             "torch-meshcomm", "torch2-gloo", "meshcomm-py"]
 REFERENCE = "meshcomm"
 # Rows at or below this size compare times: their bandwidth is all latency.
 LATENCY_BYTES = 8
@@ -98,11 +99,11 @@ def targets(grid, memcpy_gbps, out):
     and prints one line per target: met or missed, and every row that
     misses it."""
 
-    def rows(peers, ranks, lo, hi, ops=None):
+    def rows(peers, ranks, lo, hi, ops=None, reference=REFERENCE):
         for (op, n), by_lib in sorted(grid.items()):
             if op == "barrier" or n not in ranks or (ops and op not in ops):
                 continue
-            mine = by_lib.get(REFERENCE, {})
+            mine = by_lib.get(reference, {})
             for peer in peers:
                 for b, theirs in sorted(by_lib.get(peer, {}).items()):
                     if lo <= b <= hi and b in mine:
@@ -120,9 +121,10 @@ def targets(grid, memcpy_gbps, out):
         for _, text in misses:
             print(f"  - {text}", file=out)
 
-    def speedup(need, peers, ranks, lo, hi, ops=None):
-        """meshcomm at least `need` times as fast (time ratio = busbw ratio)."""
-        for op, n, b, peer, mine, theirs in rows(peers, ranks, lo, hi, ops):
+    def speedup(need, peers, ranks, lo, hi, ops=None, reference=REFERENCE):
+        """reference (meshcomm) at least `need` times as fast (time ratio =
+        busbw ratio)."""
+        for op, n, b, peer, mine, theirs in rows(peers, ranks, lo, hi, ops, reference):
             ratio = theirs / mine
             yield ratio >= need, (f"{op}, {n} ranks, {human(b)}: {sig(ratio)}x {peer} "
                                   f"({sig(mine, 4)} against {sig(theirs, 4)} us)")
@@ -154,6 +156,16 @@ def targets(grid, memcpy_gbps, out):
     report("16 MiB all_reduce at least 30% of single-thread memcpy's bandwidth", memcpy_share())
     report("8 ranks at most 2x Open MPI's time at any size",
            speedup(0.5, ["openmpi"], (8,), 0, 1 << 40))
+    # torch.distributed on meshcomm's backend (meshcomm.torch), against gloo
+    # on the same torch and against meshcomm's own Python API.
+    report("torch-meshcomm: 8 B all_reduce at least 10x faster than torch2-gloo",
+           speedup(10.0, ["torch2-gloo"], TARGET_RANKS, 8, 8, ["all_reduce"], "torch-meshcomm"))
+    report("torch-meshcomm: at least 3x torch2-gloo's busbw from 64 KiB",
+           speedup(3.0, ["torch2-gloo"], TARGET_RANKS, 64 << 10, 64 << 20, None,
+                   "torch-meshcomm"))
+    report("torch-meshcomm: within 1.2x of meshcomm's Python API (meshcomm-py) from 1 MiB",
+           speedup(1 / 1.2, ["meshcomm-py"], TARGET_RANKS, 1 << 20, 64 << 20, None,
+                   "torch-meshcomm"))
 
 
 def table(op, n, by_lib, out):

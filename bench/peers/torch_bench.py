@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""One torch.distributed collective (gloo backend) over a range of message
-sizes, measured the way meshcomm-bench measures meshcomm, with the same CSV
-columns: op,nranks,bytes,count,dtype,time_us,algbw_gbps,busbw_gbps,check.
+"""One torch.distributed collective (gloo backend, or meshcomm's) over a
+range of message sizes, measured the way meshcomm-bench measures meshcomm,
+with the same CSV columns:
+op,nranks,bytes,count,dtype,time_us,algbw_gbps,busbw_gbps,check.
 
     /usr/bin/python3 torch_bench.py OP -n N [-b SIZE] [-e SIZE] [-f F]
         [--iters N] [--warmup N] [--buffers K] [--check]
-        [--timeout-ms T] [--time-limit S]
+        [--timeout-ms T] [--time-limit S] [--backend B]
     OP: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier
 
 Definitions shared with meshcomm-bench (and bench/peers/mpi_bench.c):
@@ -23,8 +24,15 @@ lasts 20 ms, then about 0.25 s of timed iterations (at least 5, at most
 time is the largest over ranks of each rank's mean time per operation.
 Sizes with fewer than one float per rank are skipped (noted on stderr).
 
+--backend: gloo (default); meshcomm, torch.distributed on meshcomm's
+backend (meshcomm.torch, needs torch 2.x and meshcomm on PYTHONPATH); or
+meshcomm-api, the same calls made through meshcomm's own Python API on the
+same torch tensors (the reference the backend's overhead is measured
+against).
+
 The process forks N ranks; they join through a torch.distributed.FileStore
-in a fresh temporary directory, and Gloo uses the loopback interface.
+in a fresh temporary directory (meshcomm-api: a TCP store on a free
+loopback port), and Gloo uses the loopback interface.
 Collectives are called the ordinary way (blocking, async_op=False), so the
 numbers include torch's per-call Python and dispatch overhead. all_gather
 and reduce_scatter use the tensor forms (all_gather_into_tensor,
@@ -40,6 +48,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -98,6 +107,7 @@ def parse_args(argv):
     p.add_argument("--csv", action="store_true", help="accepted; CSV is the only format")
     p.add_argument("--timeout-ms", type=at_least(1), default=60000)
     p.add_argument("--time-limit", type=at_least(1), default=900)
+    p.add_argument("--backend", choices=("gloo", "meshcomm", "meshcomm-api"), default="gloo")
     args = p.parse_args(argv)
     if args.minbytes > args.maxbytes:
         p.error("-b is larger than -e")
@@ -158,6 +168,40 @@ def values(rank, start, length):
     return ((rank + 1) * 1000 + idx % 997).to(torch.float32)
 
 
+class MeshcommAPI:
+    """The calls Rank makes, through meshcomm's own Python API."""
+
+    ReduceOp = dist.ReduceOp
+
+    def __init__(self):
+        import meshcomm
+        self.mc = meshcomm
+
+    def _op(self, op):
+        return "max" if op == dist.ReduceOp.MAX else "sum"
+
+    def all_reduce(self, t, op=dist.ReduceOp.SUM):
+        self.mc.all_reduce(t, op=self._op(op))
+
+    def broadcast(self, t, src):
+        self.mc.broadcast(t, src)
+
+    def all_gather_into_tensor(self, out, inp):
+        self.mc.all_gather_into_tensor(out, inp)
+
+    def reduce_scatter_tensor(self, out, inp):
+        self.mc.reduce_scatter_tensor(out, inp)
+
+    def all_to_all_single(self, out, inp):
+        self.mc.all_to_all_single(out, inp)
+
+    def barrier(self):
+        self.mc.barrier()
+
+
+COMM = dist  # what Rank calls: torch.distributed, or MeshcommAPI
+
+
 class Rank:
     def __init__(self, args, rank):
         self.args = args
@@ -187,22 +231,22 @@ class Rank:
     def _pick_all_gather(self):
         n = self.n
         src, dst = torch.ones(1), torch.zeros(n)
-        if self._supported(lambda: dist.all_gather_into_tensor(dst, src)):
-            return lambda out, inp: dist.all_gather_into_tensor(out, inp)
+        if self._supported(lambda: COMM.all_gather_into_tensor(dst, src)):
+            return lambda out, inp: COMM.all_gather_into_tensor(out, inp)
         self.note(f"all_gather_into_tensor unsupported ({self.last_error}); using all_gather(list)")
-        if self._supported(lambda: dist.all_gather(list(dst.chunk(n)), src)):
-            return lambda out, inp: dist.all_gather(list(out.chunk(n)), inp)
+        if self._supported(lambda: COMM.all_gather(list(dst.chunk(n)), src)):
+            return lambda out, inp: COMM.all_gather(list(out.chunk(n)), inp)
         self.note(f"all_gather unsupported ({self.last_error})")
         return None
 
     def _pick_reduce_scatter(self):
         n = self.n
         src, dst = torch.ones(n), torch.zeros(1)
-        if self._supported(lambda: dist.reduce_scatter_tensor(dst, src)):
-            return lambda out, inp: dist.reduce_scatter_tensor(out, inp)
+        if self._supported(lambda: COMM.reduce_scatter_tensor(dst, src)):
+            return lambda out, inp: COMM.reduce_scatter_tensor(out, inp)
         self.note(f"reduce_scatter_tensor unsupported ({self.last_error})")
-        if self._supported(lambda: dist.reduce_scatter(dst, list(src.chunk(n)))):
-            return lambda out, inp: dist.reduce_scatter(out, list(inp.chunk(n)))
+        if self._supported(lambda: COMM.reduce_scatter(dst, list(src.chunk(n)))):
+            return lambda out, inp: COMM.reduce_scatter(out, list(inp.chunk(n)))
         self.note(f"reduce_scatter unsupported ({self.last_error})")
         return None
 
@@ -211,17 +255,17 @@ class Rank:
     def issue(self, inp, out):
         op = self.args.op
         if op == "all_reduce":
-            dist.all_reduce(inp)
+            COMM.all_reduce(inp)
         elif op == "broadcast":
-            dist.broadcast(inp, src=0)
+            COMM.broadcast(inp, src=0)
         elif op == "all_gather":
             self.all_gather(out, inp)
         elif op == "reduce_scatter":
             self.reduce_scatter(out, inp)
         elif op == "all_to_all":
-            dist.all_to_all_single(out, inp)
+            COMM.all_to_all_single(out, inp)
         else:
-            dist.barrier()
+            COMM.barrier()
 
     def allocate(self, shape, slots):
         self.shape, self.slots, self.next = shape, slots, 0
@@ -244,7 +288,7 @@ class Rank:
         return self.flat_in[i : i + self.shape.send], self.flat_out[o : o + self.shape.recv]
 
     def run_batch(self, iters):
-        dist.barrier()
+        COMM.barrier()
         start = time.perf_counter()
         for _ in range(iters):
             inp, out = self.views(self.next)
@@ -254,7 +298,7 @@ class Rank:
 
     def over_ranks(self, value, op):
         t = torch.tensor([value], dtype=torch.float64)
-        dist.all_reduce(t, op=op)
+        COMM.all_reduce(t, op=op)
         return t.item()
 
     def calibrate(self):
@@ -305,7 +349,8 @@ class Rank:
         missing = (args.op == "all_gather" and self.all_gather is None) or \
                   (args.op == "reduce_scatter" and self.reduce_scatter is None)
         if missing:
-            self.note(f"torch {torch.__version__}'s gloo backend has no {args.op}; skipped")
+            self.note(f"torch {torch.__version__}'s {args.backend} backend has no {args.op}; "
+                      "skipped")
             return 0
         failed = False
         for nbytes in sweep(args):
@@ -331,7 +376,7 @@ class Rank:
         return 1 if failed else 0
 
 
-def child(args, rank, store_dir, parent):
+def child(args, rank, store_dir, parent, port):
     # A rank never outlives the parent that supervises it.
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -340,11 +385,22 @@ def child(args, rank, store_dir, parent):
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback, whatever the hostname resolves to
     torch.set_num_threads(1)  # ranks share the cores; no intra-op pools on top
     timeout = datetime.timedelta(milliseconds=args.timeout_ms)
-    store = dist.FileStore(os.path.join(store_dir, "store"), args.nranks)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=args.nranks,
-                            timeout=timeout)
+    global COMM
+    if args.backend == "meshcomm-api":
+        import meshcomm
+        meshcomm.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=args.nranks, timeout=timeout)
+        COMM = MeshcommAPI()
+    else:
+        if args.backend == "meshcomm":
+            import meshcomm.torch  # noqa: F401 - registers the backend
+        store = dist.FileStore(os.path.join(store_dir, "store"), args.nranks)
+        dist.init_process_group(args.backend, store=store, rank=rank, world_size=args.nranks,
+                                timeout=timeout)
     rc = Rank(args, rank).run()
-    dist.barrier()  # nobody leaves while a peer still needs its connections
+    COMM.barrier()  # nobody leaves while a peer still needs its connections
+    if args.backend == "meshcomm":
+        dist.destroy_process_group()
     return rc
 
 
@@ -394,6 +450,9 @@ def main(argv):
     args = parse_args(argv)
     store_dir = tempfile.mkdtemp(prefix="torch_bench.")
     parent = os.getpid()
+    with socket.socket() as sock:  # meshcomm-api's store port
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     pids = []
     sys.stdout.flush()
     try:
@@ -402,7 +461,7 @@ def main(argv):
             if pid == 0:
                 rc = EXIT_RUNTIME
                 try:
-                    rc = child(args, rank, store_dir, parent)
+                    rc = child(args, rank, store_dir, parent, port)
                 except Exception as e:  # report, then leave without the parent's cleanup
                     print(f"torch_bench: rank {rank}: {type(e).__name__}: {e}",
                           file=sys.stderr, flush=True)

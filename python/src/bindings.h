@@ -27,6 +27,10 @@ pybind11::object pythonErrorOf(std::exception_ptr error);
 // Adds Store (the abstract key-value interface) and TCPStore.
 void initStore(pybind11::module_& m);
 
+// Adds PythonStore, a Store backed by a Python object with the methods of
+// torch.distributed.Store. Needs initStore first.
+void initPythonStore(pybind11::module_& m);
+
 // Adds Work (an operation's handle) and the wait tuning knobs.
 void initWork(pybind11::module_& m);
 

@@ -10,6 +10,7 @@ PYBIND11_MODULE(_meshcomm, m) {
   m.doc() = "meshcomm native core (use the meshcomm package, not this module)";
   meshcomm::python::initErrors(m);
   meshcomm::python::initStore(m);
+  meshcomm::python::initPythonStore(m);
   meshcomm::python::initWork(m);
   meshcomm::python::initProcessGroup(m);
   meshcomm::python::initFlightRecorder(m);

@@ -1,0 +1,170 @@
+"""Work objects the meshcomm backend returns to torch.distributed.
+
+torch waits on what a ProcessGroup returns through ``Work.wait`` and, in
+DDP's communication hooks, through ``Work.get_future``. Two kinds exist:
+
+* :class:`DoneWork` for an operation that finished before the call
+  returned: every collective runs on the calling thread (see
+  ``process_group.py``), so this is the common case and costs one object.
+* :class:`PendingWork` for point-to-point operations, which must not block
+  the caller (an isend followed by an irecv would deadlock otherwise), and
+  for large all_reduces issued with ``async_op=True`` (DDP's gradient
+  buckets, which then overlap with the rest of the backward pass). It
+  holds meshcomm's native Work and every tensor the operation reads or
+  writes, so the memory stays valid until the operation completes even if
+  the caller drops the Work: the process group keeps its pending Works in
+  a list until they complete.
+
+Both subclass torch's ``Work``, so torch's C++ side (DDP's reducer) sees
+them through its Python trampoline, which keeps the Python object alive for
+as long as C++ holds it (torch >= 2.0's PyWorkHolder).
+
+A failed operation's Work raises the error from ``wait()`` and
+``get_future().wait()`` as the RuntimeError subclass meshcomm raised,
+message unchanged.
+"""
+
+import threading
+from datetime import timedelta
+
+import torch
+from torch._C._distributed_c10d import Work as _TorchWork
+
+__all__ = ["DoneWork", "PendingWork"]
+
+
+def _timeout_ms(timeout):
+    """None (no limit of its own) for torch's default timeout of zero."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        ms = int(timeout.total_seconds() * 1000)
+    else:
+        ms = int(timeout)
+    return ms if ms > 0 else None
+
+
+class DoneWork(_TorchWork):
+    """An operation that completed before the call that issued it returned."""
+
+    def __init__(self, result):
+        _TorchWork.__init__(self)
+        self._result = result
+
+    def wait(self, timeout=timedelta(0)):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return self._result
+
+    def get_future(self):
+        fut = torch.futures.Future()
+        fut.set_result(self._result)
+        return fut
+
+    def synchronize(self):
+        pass
+
+
+class PendingWork(_TorchWork):
+    """An operation still running on meshcomm's executor.
+
+    ``native`` is meshcomm's Work; ``keep`` every object whose memory the
+    operation uses; ``finish`` (may be None) runs once on success, before
+    waiters return (it copies a staged receive into a strided tensor);
+    ``complete_later(work, future)`` has the group's future thread
+    complete ``future`` once the operation ends (get_future).
+    """
+
+    def __init__(self, native, result, keep, finish=None, complete_later=None):
+        super().__init__()
+        self._complete_later = complete_later
+        self._native = native
+        self._result = result
+        self._keep = keep
+        self._finish = finish
+        self._error = None
+        self._done = False
+        self._lock = threading.Lock()
+        self._future = None
+
+    def _settle(self, timeout_ms):
+        """Waits up to timeout_ms (None: the operation's own deadline).
+        Returns whether it completed; raises its error."""
+        if not self._done:
+            try:
+                if not self._native.wait(timeout_ms):
+                    return False
+            except RuntimeError as e:
+                with self._lock:
+                    if not self._done:
+                        self._error, self._done, self._keep = e, True, None
+            else:
+                with self._lock:
+                    if not self._done:
+                        finish, self._finish = self._finish, None
+                        try:
+                            if finish is not None:
+                                finish()
+                        except RuntimeError as e:
+                            self._error = e
+                        self._done, self._keep = True, None
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def wait(self, timeout=timedelta(0)):
+        ms = _timeout_ms(timeout)
+        if not self._settle(ms):
+            raise RuntimeError(f"meshcomm: {self._native.description} did not complete within "
+                               f"{ms} ms (the operation keeps running; wait again or destroy "
+                               "the process group)")
+        return True
+
+    def is_completed(self):
+        if not self._done and self._native.is_completed():
+            try:
+                self._settle(0)
+            except RuntimeError:
+                pass
+        return self._done
+
+    def is_success(self):
+        return self.is_completed() and self._error is None
+
+    def exception(self):
+        self.is_completed()
+        return self._error
+
+    def result(self):
+        self.wait()
+        return self._result
+
+    def get_future(self):
+        with self._lock:
+            if self._future is None:
+                self._future = torch.futures.Future()
+                self._complete_later(self, self._future)
+            return self._future
+
+    def complete_future(self, fut):
+        """Waits for the operation, then completes fut with its result or
+        error (on the group's future thread)."""
+        try:
+            self._settle(None)
+        except RuntimeError as e:
+            fut.set_exception(e)
+        else:
+            fut.set_result(self._result)
+
+    def synchronize(self):
+        pass
