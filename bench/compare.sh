@@ -30,6 +30,20 @@
 #   --img-dir DIR       where the plots go (default docs/img)
 #   --install-only      only install the missing Debian packages
 #   --no-report         skip compare_report.py
+#   --transport tcp     every library over TCP instead (bench/compare_tcp.sh):
+#                       meshcomm with MESHCOMM_SHM=0, Open MPI with btl
+#                       tcp,self, Gloo and torch-gloo; on loopback and across
+#                       two network namespaces; the report is
+#                       bench/compare_tcp_report.py. It changes the defaults
+#                       to --nranks "2 4" -b 8 -e 64M -f 8 --warmup 2 (the
+#                       64 MiB row in a run of its own) and adds:
+#   --networks "NETS"   loopback and/or 2xK, two hosts of K ranks (network
+#                       namespaces; needs root) (default "loopback 2x1 2x2")
+#   --rates "RATES"     a 64 MiB all_reduce, 2 hosts x 2 ranks, with the veth
+#                       shaped by tc tbf to each rate (default "1gbit
+#                       10gbit"; "" for none)
+#   --quick             all_reduce only, at 8 B, 64 KiB and 64 MiB (a few
+#                       minutes); --ops and sizes given on the line win
 #
 # The Debian packages the chosen libraries need (openmpi-bin libopenmpi-dev,
 # libgloo-dev, python3-torch; python3-matplotlib for the report) are
@@ -57,12 +71,18 @@ RESULTS_DIR="$ROOT/bench/results"
 IMG_DIR="$ROOT/docs/img"
 INSTALL_ONLY=0
 REPORT=1
+TRANSPORT=shm
+NETWORKS="loopback 2x1 2x2"
+RATES="1gbit 10gbit"
+QUICK=0
+GIVEN=" "  # the options given on the command line, for --transport tcp's defaults
 
 die() { echo "compare.sh: $*" >&2; exit 2; }
 say() { echo "compare.sh: $*" >&2; }
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
 while [[ $# -gt 0 ]]; do
+  GIVEN+="$1 "
   case "$1" in
     --nranks) need_value "$@"; NRANKS="$2"; shift 2 ;;
     --ops) need_value "$@"; OPS="$2"; shift 2 ;;
@@ -80,11 +100,31 @@ while [[ $# -gt 0 ]]; do
     --img-dir) need_value "$@"; IMG_DIR="$(realpath -m "$2")"; shift 2 ;;
     --install-only) INSTALL_ONLY=1; shift ;;
     --no-report) REPORT=0; shift ;;
+    --transport) need_value "$@"; TRANSPORT="$2"; shift 2 ;;
+    --networks) need_value "$@"; NETWORKS="$2"; shift 2 ;;
+    --rates) [[ $# -ge 2 ]] || die "--rates needs a value"; RATES="$2"; shift 2 ;;
+    --quick) QUICK=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 
+case "$TRANSPORT" in
+  shm) ;;
+  tcp)
+    given() { [[ "$GIVEN" == *" $1 "* ]]; }
+    given --nranks || NRANKS="2 4"
+    given --warmup || WARMUP=2
+    given -f || FACTOR=8
+    [[ "$QUICK" -eq 1 ]] && ! given --ops && OPS="all_reduce"
+    NETWORK_COLUMN=",network"
+    KIND=tcp
+    for net in $NETWORKS; do
+      [[ "$net" == loopback || "$net" =~ ^2x[1-9][0-9]*$ ]] ||
+        die "--networks: '$net' is neither loopback nor 2xK (two hosts of K ranks)"
+    done ;;
+  *) die "--transport: '$TRANSPORT' is neither shm nor tcp" ;;
+esac
 for p in $NRANKS; do [[ "$p" =~ ^[1-9][0-9]*$ ]] || die "--nranks: '$p' is not a positive integer"; done
 for op in $OPS; do
   case "$op" in all_reduce|broadcast|all_gather|reduce_scatter|all_to_all|barrier) ;;
@@ -166,10 +206,10 @@ fi
 
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$RESULTS_DIR"
-CSV="$RESULTS_DIR/compare-$STAMP.csv"
-LOGS="$RESULTS_DIR/compare-$STAMP.logs"
+CSV="$RESULTS_DIR/compare${KIND:+-$KIND}-$STAMP.csv"
+LOGS="$RESULTS_DIR/compare${KIND:+-$KIND}-$STAMP.logs"
 mkdir -p "$LOGS"
-echo "lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps,repeat" > "$CSV"
+echo "lib,op,nranks,bytes,time_us,algbw_gbps,busbw_gbps,repeat${NETWORK_COLUMN:-}" > "$CSV"
 FAILURES=()
 
 SWEEP=(-b "$MINB" -e "$MAXB" -f "$FACTOR")
@@ -183,23 +223,26 @@ SWEEP=(-b "$MINB" -e "$MAXB" -f "$FACTOR")
 run_one() {
   local lib="$1" op="$2" p="$3"
   shift 3
-  local log="$LOGS/$lib-$op-$p-$REP"
-  say "[$REP/$REPEATS] $lib $op -n $p"
+  local log="$LOGS/$lib-$op-$p${RUN_TAG:+-$RUN_TAG}-$REP"
+  say "[$REP/$REPEATS] $lib $op -n $p${NETWORK:+ ($NETWORK)}"
   local rc=0
   timeout -k 10 "$TIMEOUT" "$@" > "$log.csv" 2> "$log.err" < /dev/null || rc=$?
   # Peers' notes (skipped sizes, unsupported operations) are worth seeing.
   if [[ -s "$log.err" ]]; then sed "s/^/  [$lib] /" "$log.err" | head -n 20 >&2 || true; fi
   local rows
-  rows=$(awk -F, -v lib="$lib" -v op="$op" -v rep="$REP" \
-    'NR > 1 && $1 == op { print lib "," $1 "," $2 "," $3 "," $6 "," $7 "," $8 "," rep }' \
+  rows=$(awk -F, -v lib="$lib" -v op="$op" -v rep="$REP" -v net="${NETWORK:-}" \
+    'NR > 1 && $1 == op { print lib "," $1 "," $2 "," $3 "," $6 "," $7 "," $8 "," rep (net == "" ? "" : "," net) }' \
     "$log.csv" | tee -a "$CSV" | wc -l) || true
   if [[ "$rc" -ne 0 ]]; then
     local why="exit $rc"
     [[ "$rc" -eq 124 || "$rc" -eq 137 ]] && why="timed out after ${TIMEOUT}s"
-    FAILURES+=("$lib $op -n $p (repeat $REP): $why, $rows row(s) kept; see $log.err")
+    FAILURES+=("$lib $op -n $p${NETWORK:+ ($NETWORK)} (repeat $REP): $why, $rows row(s) kept; see $log.err")
     say "FAILED: ${FAILURES[-1]}"
   fi
 }
+
+# Over TCP, on loopback and across network namespaces: bench/compare_tcp.sh.
+[[ "$TRANSPORT" == tcp ]] && source "$ROOT/bench/compare_tcp.sh"
 
 CORES="$(nproc)"
 MPIRUN_BASE=(mpirun --bind-to none --mca pml ob1 --mca btl self,vader)

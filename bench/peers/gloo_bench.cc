@@ -6,12 +6,19 @@
 //   gloo_bench OP -n N [-b SIZE] [-e SIZE] [-f F] [--iters N] [--warmup N]
 //                      [--buffers K] [--algorithm ring|hd] [--check]
 //                      [--timeout-ms T] [--time-limit S]
+//                      [--netns NS0,NS1,... --iface NAME]
 //   OP: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier
 //
 // The process forks N ranks. They meet through a gloo::rendezvous::FileStore
 // in a fresh temporary directory and connect a full mesh with the TCP
 // transport on 127.0.0.1. Rank 0 prints; the parent kills every rank (by
 // pid) when one fails or the run outlasts --time-limit.
+//
+// Several hosts, emulated with network namespaces (bench/compare.sh
+// --transport tcp): --netns names one namespace (`ip netns`) per rank, which
+// the rank enters right after the fork, before it opens any socket; Gloo
+// then binds the address of interface --iface in that namespace. The file
+// store needs no network, so the ranks still meet through it.
 //
 // Which Gloo code runs (Gloo 0.5.0 as Debian packages it):
 // - all_reduce --algorithm ring: gloo::allreduce() with
@@ -29,6 +36,7 @@
 // less than 64 MiB (a note on stderr says so). They also own scratch
 // memory, which the 256 MiB budget for buffer sets does not count.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -36,6 +44,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -100,6 +109,8 @@ struct Options {
   bool check = false;
   std::chrono::milliseconds timeout{60000};
   std::chrono::seconds timeLimit{900};
+  std::vector<std::string> netns;  // per rank; empty: this namespace, loopback
+  std::string iface;               // with netns: the interface Gloo binds
 };
 
 [[noreturn]] void usage(const std::string& what) {
@@ -148,6 +159,7 @@ Options parseOptions(int argc, char** argv) {
           "usage: gloo_bench OP -n N [-b SIZE] [-e SIZE] [-f F] [--iters N] [--warmup N]\n"
           "                  [--buffers K] [--algorithm ring|hd] [--check]\n"
           "                  [--timeout-ms T] [--time-limit S]\n"
+          "                  [--netns NS0,NS1,... --iface NAME]\n"
           "OP: all_reduce broadcast all_gather reduce_scatter all_to_all barrier\n"
           "--algorithm picks the all_reduce algorithm (default ring).\n"
           "Prints meshcomm-bench --csv columns; see the comment at the top of the source.\n");
@@ -185,6 +197,16 @@ Options parseOptions(int argc, char** argv) {
       o.timeout = std::chrono::milliseconds(parseCount(v, 1, "--timeout-ms"));
     } else if (a == "--time-limit") {
       o.timeLimit = std::chrono::seconds(parseCount(v, 1, "--time-limit"));
+    } else if (a == "--netns") {
+      o.netns.clear();
+      for (size_t start = 0; start <= v.size();) {
+        size_t comma = std::min(v.find(',', start), v.size());
+        o.netns.emplace_back(v.substr(start, comma - start));
+        if (o.netns.back().empty()) usage("--netns expects comma-separated namespace names");
+        start = comma + 1;
+      }
+    } else if (a == "--iface") {
+      o.iface = std::string(v);
     } else {
       usage("unknown option '" + std::string(a) + "'");
     }
@@ -193,6 +215,11 @@ Options parseOptions(int argc, char** argv) {
   if (o.nranks < 1) usage("-n N is required");
   if (o.minBytes > o.maxBytes) usage("-b is larger than -e");
   if (o.hd && o.op != Op::kAllReduce) usage("--algorithm applies to all_reduce only");
+  if (!o.netns.empty() && static_cast<int>(o.netns.size()) != o.nranks) {
+    usage("--netns names " + std::to_string(o.netns.size()) + " namespace(s) for " +
+          std::to_string(o.nranks) + " ranks; give one per rank");
+  }
+  if (o.netns.empty() != o.iface.empty()) usage("--netns and --iface go together");
   return o;
 }
 
@@ -266,7 +293,11 @@ class Rank {
  public:
   Rank(const Options& o, int rank, const std::string& storeDir) : o_(o), rank_(rank) {
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";  // loopback only
+    if (o.iface.empty()) {
+      attr.hostname = "127.0.0.1";  // loopback only
+    } else {
+      attr.iface = o.iface;
+    }
     attr.ai_family = AF_INET;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(storeDir);
@@ -576,6 +607,19 @@ int supervise(const Options& o, const std::vector<pid_t>& pids) {
   return result;
 }
 
+// Moves the calling process into network namespace `name` (made by `ip
+// netns add`, so it has a handle in /var/run/netns).
+void enterNetns(const std::string& name) {
+  const std::string path = "/var/run/netns/" + name;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+    throw std::runtime_error("cannot enter network namespace " + path + ": " +
+                             std::strerror(errno) + " (needs root and `ip netns add " + name +
+                             "`)");
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -598,6 +642,7 @@ int main(int argc, char** argv) {
       if (::getppid() != parent) _exit(kExitRuntime);
       int rc = kExitRuntime;
       try {
+        if (!o.netns.empty()) enterNetns(o.netns[static_cast<size_t>(rank)]);
         Rank r(o, rank, storeDir);
         rc = r.run();
       } catch (const std::exception& e) {

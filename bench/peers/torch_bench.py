@@ -7,6 +7,7 @@ op,nranks,bytes,count,dtype,time_us,algbw_gbps,busbw_gbps,check.
     /usr/bin/python3 torch_bench.py OP -n N [-b SIZE] [-e SIZE] [-f F]
         [--iters N] [--warmup N] [--buffers K] [--check]
         [--timeout-ms T] [--time-limit S] [--backend B]
+        [--netns NS0,NS1,... --iface NAME]
     OP: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier
 
 Definitions shared with meshcomm-bench (and bench/peers/mpi_bench.c):
@@ -33,6 +34,10 @@ against).
 The process forks N ranks; they join through a torch.distributed.FileStore
 in a fresh temporary directory (meshcomm-api: a TCP store on a free
 loopback port), and Gloo uses the loopback interface.
+With --netns (one network namespace made by `ip netns add` per rank), each
+rank enters its namespace right after the fork and Gloo uses interface
+--iface there: several hosts emulated on one machine (bench/compare.sh
+--transport tcp).
 Collectives are called the ordinary way (blocking, async_op=False), so the
 numbers include torch's per-call Python and dispatch overhead. all_gather
 and reduce_scatter use the tensor forms (all_gather_into_tensor,
@@ -108,7 +113,15 @@ def parse_args(argv):
     p.add_argument("--timeout-ms", type=at_least(1), default=60000)
     p.add_argument("--time-limit", type=at_least(1), default=900)
     p.add_argument("--backend", choices=("gloo", "meshcomm", "meshcomm-api"), default="gloo")
+    p.add_argument("--netns", type=lambda t: t.split(","), default=None,
+                   help="comma-separated network namespaces, one per rank")
+    p.add_argument("--iface", default=None, help="with --netns: the interface Gloo uses")
     args = p.parse_args(argv)
+    if args.netns is not None and len(args.netns) != args.nranks:
+        p.error(f"--netns names {len(args.netns)} namespace(s) for {args.nranks} ranks; "
+                "give one per rank")
+    if (args.netns is None) != (args.iface is None):
+        p.error("--netns and --iface go together")
     if args.minbytes > args.maxbytes:
         p.error("-b is larger than -e")
     return args
@@ -376,13 +389,32 @@ class Rank:
         return 1 if failed else 0
 
 
+def enter_netns(name):
+    """Moves this process into network namespace `name` (setns(2); this
+    Python's os module has no setns)."""
+    CLONE_NEWNET = 0x40000000
+    path = f"/var/run/netns/{name}"
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot enter network namespace {path}: {os.strerror(err)} "
+                          f"(needs root and `ip netns add {name}`)")
+    finally:
+        os.close(fd)
+
+
 def child(args, rank, store_dir, parent, port):
     # A rank never outlives the parent that supervises it.
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         return EXIT_RUNTIME
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback, whatever the hostname resolves to
+    if args.netns:
+        enter_netns(args.netns[rank])
+        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+    else:
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback, whatever the hostname resolves to
     torch.set_num_threads(1)  # ranks share the cores; no intra-op pools on top
     timeout = datetime.timedelta(milliseconds=args.timeout_ms)
     global COMM

@@ -255,6 +255,17 @@ size_t pipelineChunkBytes(size_t bytes) {
   return std::min(std::max<size_t>(bytes, 1), configured);
 }
 
+size_t hierarchicalPieceBytes(size_t bytes) {
+  // Pieces of 4 MiB fit in the sockets' buffers as the kernel sizes them,
+  // so a leader's exchange moves while it works in shared memory; smaller
+  // ones add rounds, larger ones leave the link idle longer at the start
+  // and the end (docs/tuning.md).
+  static const int64_t configured =
+      std::max<int64_t>(0, envIntOr("MESHCOMM_HIER_PIECE_BYTES", 4 << 20));
+  if (configured == 0 || bytes <= static_cast<uint64_t>(configured)) return 0;
+  return static_cast<size_t>(configured);
+}
+
 bool streamOutput(size_t bytes) {
   // Below this the output may still be in cache when the caller reads it,
   // and streaming gains nothing measurable (docs/tuning.md).

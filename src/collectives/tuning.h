@@ -84,6 +84,11 @@ void checkForcedAlgorithm(Opcode collective, int groupSize, Route route);
 // Bytes per pipelined chunk for a message of `bytes`.
 size_t pipelineChunkBytes(size_t bytes);
 
+// Bytes per piece of the pipelined hierarchical all_reduce between two
+// hosts for a buffer of `bytes` (MESHCOMM_HIER_PIECE_BYTES, default 4 MiB);
+// 0: not pipelined (the buffer is small, or pipelining is turned off).
+size_t hierarchicalPieceBytes(size_t bytes);
+
 // Whether a shared-memory collective writing `bytes` of output per rank,
 // into memory it has not just read, streams the output past the caches
 // (common/stream_copy.h): from 4 MiB, or MESHCOMM_SHM_STREAM_BYTES.

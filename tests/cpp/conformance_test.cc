@@ -10,6 +10,7 @@
 // in conformance_async_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -28,8 +29,11 @@ TEST_P(EveryCollective, DtypesOpsSizes) {
   JobOptions o;
   o.bound = 150s;
   // Small slots make the hierarchical algorithms' shared-memory phases run
-  // many rounds even for the middle sizes.
-  if (c.kind == TransportKind::kHierarchical) o.env = {{"MESHCOMM_SHM_SLOT_BYTES", "8192"}};
+  // many rounds even for the middle sizes; small pieces pipeline the
+  // all_reduce between two hosts from 16 KiB (the 1 MiB size in 64 pieces).
+  if (c.kind == TransportKind::kHierarchical) {
+    o.env = {{"MESHCOMM_SHM_SLOT_BYTES", "8192"}, {"MESHCOMM_HIER_PIECE_BYTES", "16384"}};
+  }
   runMatrixJob(c.p, MatrixSpec{c.name(), allFamilies()}, withTransport(c, o));
 }
 
@@ -89,6 +93,49 @@ int inPlaceOnOwnBlock(RankEnv& e) {
   CHILD_CHECK(c == Caught::kInvalidArgument, "all_to_all_single in place: " << caughtName(c));
   return kExitOk;
 }
+
+// all_reduce of a buffer of several default pieces (4 MiB) and a partial
+// last one, which two hosts pipeline: sum and max, float32 and int64, the
+// values different on every rank and element.
+int largeAllReduce(RankEnv& e) {
+  ProcessGroup& pg = e.pg();
+  constexpr int64_t kCount = (int64_t{9} << 20) / 4 + 7;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    std::vector<float> f(static_cast<size_t>(kCount));
+    std::vector<int64_t> n(static_cast<size_t>(kCount / 2));
+    for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>((i * 7 + e.rank * 13) % 1000);
+    for (size_t i = 0; i < n.size(); ++i) n[i] = static_cast<int64_t>(i) * (e.rank + 1);
+    CHILD_CHECK(pg.allReduce(TensorRef{f.data(), kCount, DType::kFloat32}, OpOptions{.op = op})->wait(60s));
+    CHILD_CHECK(pg.allReduce(TensorRef{n.data(), kCount / 2, DType::kInt64}, OpOptions{.op = op})->wait(60s));
+    for (size_t i = 0; i < f.size(); ++i) {
+      float want = op == ReduceOp::kSum ? 0.0f : -1.0f;
+      for (int r = 0; r < e.size; ++r) {
+        const auto v = static_cast<float>((i * 7 + r * 13) % 1000);
+        want = op == ReduceOp::kSum ? want + v : std::max(want, v);
+      }
+      CHILD_CHECK(f[i] == want, "float32 element " << i << ": " << f[i] << ", want " << want);
+    }
+    const int64_t factor = op == ReduceOp::kSum ? e.size * (e.size + 1) / 2 : e.size;
+    for (size_t i = 0; i < n.size(); ++i) {
+      CHILD_CHECK(n[i] == static_cast<int64_t>(i) * factor,
+                  "int64 element " << i << ": " << n[i] << ", want " << i * factor);
+    }
+  }
+  return kExitOk;
+}
+
+class LargeAllReduce : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(LargeAllReduce, SeveralPiecesAndAPartialOne) {
+  JobOptions o;
+  o.bound = 120s;
+  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);
+  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, LargeAllReduce,
+                         ::testing::Values(kHierarchical2x2, kHierarchicalLoneRank),
+                         TransportCaseName{});
 
 class InPlace : public ::testing::TestWithParam<TransportCase> {};
 
