@@ -82,6 +82,17 @@ def _agreement_worker(rank, n, port, shm, count):
         _fails(lambda: meshcomm.broadcast_object_list(objs, src=rank), "different src")
         assert objs == [f"from {rank}"]
         _still_usable(rank, n)
+
+        # gather_object / scatter_object_list: rank 1 names another root.
+        root = n - 1 if rank == 1 else 0
+        gathered = [None] * n
+        _fails(lambda: meshcomm.gather_object(rank, gathered, dst=root), "different dst")
+        assert gathered == [None] * n
+        _still_usable(rank, n)
+        out = ["untouched"]
+        _fails(lambda: meshcomm.scatter_object_list(out, list(range(n)), src=root), "different src")
+        assert out == ["untouched"]
+        _still_usable(rank, n)
     finally:
         meshcomm.destroy_process_group()
     return "ok"
