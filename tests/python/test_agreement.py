@@ -75,6 +75,16 @@ def _agreement_worker(rank, n, port, count):
         assert (out == -1).all(), "all_to_all_single wrote the output"
         _still_usable(rank, n)
 
+        # all_to_all_v_c: rank 1's matrix has rank 0 send it one row more.
+        matrix = [count] * (n * n)
+        if rank == 1:
+            matrix[0 * n + 1] += 1
+        out = np.full(count * n + 1, -1, np.float32)
+        _fails(lambda: meshcomm.all_to_all_v_c(out, np.full(count * n, rank, np.float32), matrix),
+               "rank 0 sends", "but rank 1 expects")
+        assert (out == -1).all(), "all_to_all_v_c wrote the output"
+        _still_usable(rank, n)
+
         # Object collectives are built on these: every rank its own source.
         objs = [f"from {rank}"]
         _fails(lambda: meshcomm.broadcast_object_list(objs, src=rank), "different src")
