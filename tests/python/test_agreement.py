@@ -48,6 +48,11 @@ def _agreement_worker(rank, n, port, count):
         assert (x == rank).all(), "broadcast wrote the output"
         _still_usable(rank, n)
 
+        # The same, queued: the handle's wait raises, the group goes on.
+        _fails(lambda: meshcomm.broadcast(x, src=rank, async_op=True).wait(), "different src")
+        assert (x == rank).all(), "broadcast wrote the output"
+        _still_usable(rank, n)
+
         # One rank names another destination of gather_into_tensor.
         out = np.full(count * n, -1, np.float32)
         dst = n - 1 if rank == 1 else 0
