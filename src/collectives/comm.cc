@@ -8,12 +8,7 @@ namespace meshcomm {
 
 Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
            ScratchArena& scratch, Locality locality)
-    : transport_(transport),
-      context_(std::move(context)),
-      sig_(sig),
-      seq_(seq),
-      scratch_(scratch),
-      locality_(locality) {
+    : Comm(transport, std::move(context), sig, seq, scratch, locality, Unannounced{}) {
   if (locality_.shm != nullptr && collectives::checking()) locality_.shm->announce(seq, sig);
 }
 

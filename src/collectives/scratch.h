@@ -21,8 +21,9 @@ enum class Scratch : int {
   kCopy = 4,      // reduce: a non-root's accumulator
   kPacked = 5,    // a list of tensors packed into one buffer
   kHostPartial = 6,  // hierarchical reduce: a non-root leader's host result
+  kAccumulator = 7,  // all_reduce: results kept from the output until every exchange succeeded
 };
-inline constexpr int kScratchSlots = 7;
+inline constexpr int kScratchSlots = 8;
 
 class ScratchArena {
  public:

@@ -183,9 +183,12 @@ bool untouched(const Buffers& b, int rank, const char* caseName) {
   return true;
 }
 
-// Runs the cases whose name starts with `only` (all by default).
-void runAgreement(const TransportCase& transport, int64_t n, const std::string& only = "") {
+// Runs the cases whose name starts with `only` (all by default), with
+// `env` in every rank (forced algorithms).
+void runAgreement(const TransportCase& transport, int64_t n, const std::string& only = "",
+                  const std::vector<std::pair<std::string, std::string>>& env = {}) {
   JobOptions o;
+  o.env = env;
   o.bound = 120s;
   o.timeout = 30s;  // far above the bound checked below, so a Timeout cannot pass for a Mismatch
   auto statuses = runWorld(transport.p, withTransport(transport, o), [&](RankEnv& e) {
@@ -234,6 +237,15 @@ INSTANTIATE_TEST_SUITE_P(Conformance, Agreement,
                          ::testing::Values(shmCase(2), shmCase(3), shmCase(4), tcpCase(2), tcpCase(3),
                                            tcpCase(4), kHierarchical2x2),
                          TransportCaseName{});
+
+// The check runs before any algorithm: the ones the defaults do not pick
+// at these sizes, forced.
+TEST(AgreementForcedAlgorithms, Tcp) {
+  const std::vector<std::pair<std::string, std::string>> forced = {
+      {"MESHCOMM_ALGO_BROADCAST", "chain"}, {"MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather"}};
+  runAgreement(tcpCase(3), 4, "", forced);
+  runAgreement(tcpCase(3), int64_t{1} << 20, "", forced);
+}
 
 // all_to_all_single's split check with eight ranks: 64 pairs of tables.
 class AgreementOnEightRanks : public ::testing::TestWithParam<TransportCase> {};

@@ -117,5 +117,32 @@ INSTANTIATE_TEST_SUITE_P(Conformance, Mismatch,
                                            kHierarchical2x2),
                          TransportCaseName{});
 
+// A different op in a small all_reduce over TCP, where recursive doubling
+// makes several exchanges: every rank fails, and no output holds a partial
+// result (a rank writes its output only once every rank's data reached it).
+// Large all_reduces over TCP (the ring) reduce in place as chunks arrive, so
+// there some outputs may hold partial sums when a rank disagrees.
+void runOpDisagreement(const TransportCase& transport) {
+  JobOptions o;
+  o.bound = 40s;
+  o.timeout = 30s;
+  auto statuses = runWorld(transport.p, withTransport(transport, o), [&](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    std::vector<int32_t> data(64, 1000 + e.rank);
+    OpOptions op;
+    op.op = e.rank == transport.p / 2 ? ReduceOp::kMax : ReduceOp::kSum;
+    std::string what;
+    Caught got = catchError([&] { pg.allReduce(TensorRef{data.data(), 64, DType::kInt32}, op)->wait(); }, &what);
+    CHILD_CHECK(got == Caught::kMismatch, "rank " << e.rank << " got " << caughtName(got) << " (" << what << ")");
+    for (int32_t v : data) CHILD_CHECK(v == 1000 + e.rank, "rank " << e.rank << "'s output was written");
+    return kExitOk;
+  });
+  EXPECT_TRUE(allOk(statuses)) << transport.name() << "\n" << describeAll(statuses);
+}
+
+TEST(MismatchAllReduceOp, OutputsUntouchedOverTcp) {
+  for (int p : {3, 4, 5}) runOpDisagreement(tcpCase(p));
+}
+
 }  // namespace
 }  // namespace meshcomm::test

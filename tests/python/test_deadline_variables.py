@@ -9,6 +9,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from mcutil import SHM_OFF
+
+# Run once: deadlines do not depend on the transport.
+pytestmark = pytest.mark.skipif(SHM_OFF, reason="deadlines do not depend on the transport; run once")
+
 # Rank 1 joins, runs `rank1`, and then does nothing until rank 0 is done;
 # rank 0 runs `body` and prints what happened, with the time it took.
 _SCRIPT = """

@@ -8,6 +8,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from mcutil import SHM_OFF
+
+# Run once: joining does not depend on the transport.
+pytestmark = pytest.mark.skipif(SHM_OFF, reason="joining does not depend on the transport; run once")
+
 _JOIN = ("import meshcomm\n"
          "try:\n"
          "    meshcomm.init_process_group()\n"

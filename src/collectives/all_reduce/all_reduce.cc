@@ -21,6 +21,13 @@ namespace {
 // exchange; (3) the odd ranks hand the result back. Both partners of every
 // exchange compute op(a, b) of the same two values, and op is commutative,
 // so every rank ends with identical bits.
+//
+// With more than two ranks the partial results accumulate in scratch and
+// reach `data` only when the rank is done: a rank is done only once every
+// rank's data has reached it through exchanges whose partners checked each
+// other's signature, so ranks that disagree (a different op) fail without
+// any output holding a partial result. Two ranks make one exchange, whose
+// receive is checked before anything is written.
 void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -29,6 +36,9 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
   while (p2 * 2 <= p) p2 *= 2;
   const int rem = p - p2;
   uint8_t* tmp = comm.scratch(Scratch::kRecv, bytes);
+  const bool staged = p > 2;
+  uint8_t* acc = staged ? comm.scratch(Scratch::kAccumulator, bytes) : data;
+  if (staged && bytes > 0) std::memcpy(acc, data, bytes);
 
   int vr;  // rank among the p2 ranks of step (2), or -1 when sitting out
   if (r < 2 * rem) {
@@ -39,7 +49,7 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
     } else {
       comm.recv(r - 1, 0, tmp, bytes);
       comm.waitAll();
-      reduce::reduceInPlace(op, dtype, data, tmp, count);
+      reduce::reduceInPlace(op, dtype, acc, tmp, count);
       vr = r / 2;
     }
   } else {
@@ -50,18 +60,19 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
     for (int mask = 1; mask < p2; mask <<= 1, ++step) {
       int vpartner = vr ^ mask;
       int partner = vpartner < rem ? vpartner * 2 + 1 : vpartner + rem;
-      comm.sendRecv(partner, data, bytes, partner, tmp, bytes, step);
-      reduce::reduceInPlace(op, dtype, data, tmp, count);
+      comm.sendRecv(partner, acc, bytes, partner, tmp, bytes, step);
+      reduce::reduceInPlace(op, dtype, acc, tmp, count);
     }
   }
   if (r < 2 * rem) {
     if (r % 2 == 1) {
-      comm.send(r - 1, 63, data, bytes);
+      comm.send(r - 1, 63, acc, bytes);
     } else {
       comm.recv(r + 1, 63, data, bytes);
     }
     comm.waitAll();
   }
+  if (staged && vr >= 0 && bytes > 0) std::memcpy(data, acc, bytes);
 }
 
 // Ring: P-1 reduce-scatter steps, then P-1 all-gather steps, over P

@@ -321,7 +321,10 @@ void ShmDomain::checkEntries(const OpContext& ctx) {
     std::atomic_thread_fence(std::memory_order_acquire);
     // Changed meanwhile: that rank has moved on to a later call.
     if (m.entrySeq.load(std::memory_order_relaxed) != entrySeq_) continue;
-    if (theirs == entrySig_) continue;
+    // Only the collective itself: ranks that disagree about its arguments
+    // fail where their data meets, or in the agreement step of rooted and
+    // split-size calls, with a message naming the argument.
+    if (theirs.opcode == entrySig_.opcode) continue;
     auto describe = [&](const MessageSignature& sig) {
       if (options_.describeSignature) return options_.describeSignature(sig, kNoMessageBytes);
       return "opcode " + std::to_string(sig.opcode);

@@ -154,7 +154,7 @@ class ShmDomain {
   // Records, in this rank's member line, that it entered collective call
   // `seq` of the group with signature `sig` (a few stores). A rank that
   // waits long compares the calls its local peers entered with its own: a
-  // peer in the same call with another signature is a Mismatch, even when
+  // peer in the same call of another collective is a Mismatch, even when
   // the two calls never wait on each other here (a hierarchical all_reduce
   // waiting on this host for a rank whose all_gather waits over TCP).
   void announce(uint64_t seq, const MessageSignature& sig);
@@ -188,8 +188,8 @@ class ShmDomain {
   // The slow path of the waits: yields, sleeps and checks liveness.
   void waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
                 const std::function<std::string()>& awaited, const Needed& needed);
-  // Fails with Mismatch if a local rank announced this rank's call with
-  // another signature.
+  // Fails with Mismatch if a local rank announced this rank's call as
+  // another collective.
   void checkEntries(const OpContext& ctx);
   void checkLiveness(const OpContext& ctx, const std::function<std::string()>& awaited,
                      const Needed& needed);
