@@ -37,8 +37,9 @@ std::vector<InterfaceAddress> interfaceAddresses() {
   std::vector<InterfaceAddress> v4, v6;
   for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr || (a->ifa_flags & IFF_UP) == 0) continue;
-    if (a->ifa_addr->sa_family == AF_INET) v4.push_back({a->ifa_name, numericAddress(a->ifa_addr)});
-    if (a->ifa_addr->sa_family == AF_INET6) v6.push_back({a->ifa_name, numericAddress(a->ifa_addr)});
+    const int family = a->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    (family == AF_INET ? v4 : v6).push_back({a->ifa_name, numericAddress(a->ifa_addr)});
   }
   freeifaddrs(list);
   v4.insert(v4.end(), v6.begin(), v6.end());
@@ -94,8 +95,8 @@ InterfaceAddress interfaceTowards(const std::string& peer) {
   if (found.empty()) {
     throw Error("no network interface of this host has a route to " + peer + " (" + failures +
                 "); tried " + describeInterfaces(all) +
-                ". Check MASTER_ADDR (or the host of a tcp:// init_method), or choose the interface with MESHCOMM_SOCKET_IFNAME or "
-                "the address with MESHCOMM_HOST");
+                ". Check MASTER_ADDR (or the host of a tcp:// init_method), or choose the "
+                "interface with MESHCOMM_SOCKET_IFNAME or the address with MESHCOMM_HOST");
   }
   for (const auto& i : all) {
     if (i.address == found) return i;

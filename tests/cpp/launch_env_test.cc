@@ -23,7 +23,9 @@ constexpr const char* kAll[] = {
 class LaunchEnvTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name : kAll) cleared_.push_back(std::make_unique<ScopedEnv>(name, std::nullopt));
+    for (const char* name : kAll) {
+      cleared_.push_back(std::make_unique<ScopedEnv>(name, std::nullopt));
+    }
   }
   void set(const char* name, const char* value) {
     cleared_.push_back(std::make_unique<ScopedEnv>(name, std::string(value)));
