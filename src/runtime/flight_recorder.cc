@@ -143,9 +143,12 @@ FlightRecorder::FlightRecorder(size_t capacity)
 FlightRecorder* FlightRecorder::instance() {
   static FlightRecorder* const recorder = []() -> FlightRecorder* {
     const int64_t n = envIntOr("MESHCOMM_FLIGHT_RECORDER", kDefaultCapacity);
-    if (n < 0) {
+    // A million records take about 100 MB; more is surely a typo.
+    constexpr int64_t kMost = 1000000;
+    if (n < 0 || n > kMost) {
       throw InvalidArgument("MESHCOMM_FLIGHT_RECORDER=" + std::to_string(n) +
-                            ": give the number of operations to keep (0 turns the recorder off)");
+                            ": give the number of operations to keep, 0 to " + std::to_string(kMost) +
+                            " (0 turns the recorder off)");
     }
     return n == 0 ? nullptr : new FlightRecorder(static_cast<size_t>(n));
   }();

@@ -99,7 +99,7 @@ uint64_t OpTrace::enqueued(const TracedGroup& group, const char* op, const Messa
   return recorder->issue(what, FlightRecorder::now(), false, 0);
 }
 
-OpTrace OpTrace::collective(const TracedGroup& group, uint64_t issued, const char* op,
+OpTrace OpTrace::collective(TracedGroup& group, uint64_t issued, const char* op,
                             const MessageSignature& sig, uint64_t seq, Route route) {
   OpTrace t;
   if (!enabled()) return t;
@@ -126,7 +126,7 @@ OpTrace OpTrace::collective(const TracedGroup& group, uint64_t issued, const cha
   return t;
 }
 
-OpTrace OpTrace::pointToPoint(const TracedGroup& group, uint64_t issued, const char* op,
+OpTrace OpTrace::pointToPoint(TracedGroup& group, uint64_t issued, const char* op,
                               uint64_t seq) {
   OpTrace t;
   if (!enabled()) return t;
@@ -179,7 +179,7 @@ std::exception_ptr OpTrace::failed(const std::exception_ptr& error, Algorithm al
   const std::string message = errorMessageOf(error);
   finish(false, algorithm, message.c_str());
   FlightRecorder* recorder = FlightRecorder::instance();
-  if (recorder == nullptr) return error;
+  if (recorder == nullptr || !group_->firstFailure()) return error;
   std::string note;
   try {
     const std::string file = recorder->dump("", std::string(op_) + " #" + std::to_string(seq_) +

@@ -473,6 +473,8 @@ def test_diagnose_exits_0_on_a_healthy_job(tmp_path):
     (b'{"some": "other json"}\n', "not a meshcomm flight recorder dump"),
     ("cut", "truncated"),
     ("bad record", "line 2 is not an operation record"),
+    ("bad field", "line 3: its seq is not a number"),
+    ("renamed", "its header says rank 0"),
 ])
 def test_diagnose_refuses_unreadable_files_without_a_traceback(tmp_path, content, says):
     write_dump(tmp_path, 0, 2, [op(0)])
@@ -482,6 +484,10 @@ def test_diagnose_refuses_unreadable_files_without_a_traceback(tmp_path, content
         bad.write_bytes(bad.read_bytes()[:-25])
     elif content == "bad record":
         bad.write_text(bad.read_text().split("\n")[0] + "\n[1, 2]\n")
+    elif content == "bad field":
+        bad.write_text(bad.read_text().replace('"seq": 1,', '"seq": "1",'))
+    elif content == "renamed":
+        bad.write_bytes((tmp_path / "rank_0.jsonl").read_bytes())
     else:
         bad.write_bytes(content)
     run = subprocess.run([sys.executable, str(DIAGNOSE), str(tmp_path)], env=tool_env(),
@@ -490,6 +496,7 @@ def test_diagnose_refuses_unreadable_files_without_a_traceback(tmp_path, content
     assert "Traceback" not in run.stdout + run.stderr
     assert f"{bad}: " in run.stdout and says in run.stdout
     assert "group world" in run.stdout  # the readable dump is still diagnosed
+    assert run.stdout.count("meshcomm-diagnose: ") == 1
 
 
 def test_diagnose_refuses_a_missing_or_empty_directory(tmp_path):
