@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -228,7 +229,11 @@ void FlightRecorder::setJob(int worldRank, int worldSize, const std::string& job
   MutexLock lock(j.mu);
   j.worldRank = worldRank;
   j.worldSize = worldSize;
+  // A part of a path: anything but letters, digits, '-' and '_' becomes '_'.
   j.key = jobKey;
+  for (char& c : j.key) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
 }
 
 uint32_t FlightRecorder::registerGroup(const std::string& name, int rank,

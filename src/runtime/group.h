@@ -81,9 +81,9 @@ class GroupImpl {
   // Tells every member that this rank's operation failed half-way, which
   // breaks the group. Runs on the executor (or the inline caller).
   void failGroup(const std::exception_ptr& error) REQUIRES(executor_->engine());
-  // Runs on the executor (or the inline caller).
+  // Runs on the executor (or the inline caller). `issued`: the flight
+  // recorder's id of a call that was queued (OpTrace::enqueued).
   template <class Body>
-  // `issued`: the flight recorder's id of a call that was queued (OpTrace).
   void runBody(const char* opName, const MessageSignature& sig, const OpOptions& options,
                Body& body, uint64_t issued = 0) REQUIRES(executor_->engine()) {
     OpTrace trace = OpTrace::collective(traced_, issued, opName, sig, collectiveSeq_, links_.route);
