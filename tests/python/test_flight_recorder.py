@@ -506,3 +506,28 @@ def test_diagnose_refuses_a_missing_or_empty_directory(tmp_path):
     assert "cannot read" in run.stdout and "Traceback" not in run.stderr
     assert diagnose.main([str(tmp_path)]) == 2
     assert diagnose.main([]) == 2
+
+
+def test_diagnose_shows_point_to_point_waits_and_each_group(tmp_path):
+    world = {"id": 0, "name": "world", "rank": 0, "world_ranks": [0, 1, 2]}
+    recv = {"id": 9, "group_id": 0, "group": "world", "kind": "p2p", "seq": 3, "op": "recv",
+            "dtype": "float32", "count": 1024, "bytes": 4096, "peer": 1, "algorithm": None,
+            "transport": "tcp", "state": "started", "enqueued_at": 988.0, "started_at": 988.0,
+            "finished_at": None}
+    for rank in range(3):
+        groups = [dict(world, rank=rank)]
+        records = [op(0)]
+        if rank < 2:
+            groups.append({"id": 1, "name": "pair", "rank": rank, "world_ranks": [0, 1]})
+            records += [dict(op(s), group_id=1, group="pair") for s in range(5)]
+            if rank == 0:
+                records += [dict(op(5, state="started", started=995.0), group_id=1, group="pair"),
+                            recv]
+        write_dump(tmp_path, rank, 3, records, groups=groups)
+    result = diagnose.diagnose(str(tmp_path))
+    assert result.status == 1
+    text = result.text
+    assert text.index("group world (3 ranks)") < text.index("group pair (2 ranks)")
+    assert "rank 0 waits in recv #3 (from rank 1, 4 KiB) since 12.0 s" in text
+    assert ("rank 0 waits in all_reduce #5 (float32, 4 MiB) since 5.0 s; "
+            "rank 1 last finished all_reduce #4 and never entered #5") in text
