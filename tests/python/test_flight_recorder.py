@@ -531,3 +531,45 @@ def test_diagnose_shows_point_to_point_waits_and_each_group(tmp_path):
     assert "rank 0 waits in recv #3 (from rank 1, 4 KiB) since 12.0 s" in text
     assert ("rank 0 waits in all_reduce #5 (float32, 4 MiB) since 5.0 s; "
             "rank 1 last finished all_reduce #4 and never entered #5") in text
+
+
+SLEEPER = """\
+import os, sys, time
+import numpy as np
+import meshcomm
+meshcomm.init_process_group()
+x = np.ones(16, np.float32)
+meshcomm.all_reduce(x)
+open(os.path.join(sys.argv[1], f"ready_{meshcomm.get_rank()}"), "w").close()
+if meshcomm.get_rank() == 1:
+    time.sleep(120)  # busy elsewhere: alive, so it answers SIGUSR1
+meshcomm.all_reduce(x)
+"""
+
+
+def test_meshrun_diagnoses_when_stopped_by_sigterm(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(SLEEPER)
+    dumps = tmp_path / "dumps"
+    proc = subprocess.Popen([sys.executable, str(MESHRUN), "--nproc-per-node", "3",
+                             "--grace-seconds", "1", str(script), str(tmp_path)],
+                            env=tool_env(MESHCOMM_DUMP_DIR=str(dumps)), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"ready_{r}").exists() for r in range(3)):
+            assert time.monotonic() < deadline and proc.poll() is None, "the job did not start"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert "got SIGTERM; stopping the workers" in err
+    summary = err[err.index("diagnosis of the workers' flight recorders"):]
+    assert "3 of 3 ranks left a dump" in summary
+    assert ("ranks 0,2 wait in all_reduce #1 (float32, 64 B) since" in summary
+            and "rank 1 last finished all_reduce #0 and never entered #1" in summary), summary
