@@ -397,12 +397,16 @@ def test_trace_prints_one_line_per_operation(tmp_path):
         assert [op for op, _, _, _ in ops[3:]] == ["barrier"] * (len(ops) - 3)
 
 
-def test_trace_rejects_an_unknown_item(tmp_path):
+@pytest.mark.parametrize("variable, value, says", [
+    ("MESHCOMM_LOG", "colls", "MESHCOMM_LOG=colls: unknown item 'colls'"),
+    ("MESHCOMM_FLIGHT_RECORDER", "-1", "MESHCOMM_FLIGHT_RECORDER=-1: give the number"),
+    ("MESHCOMM_FLIGHT_RECORDER", "lots", "MESHCOMM_FLIGHT_RECORDER"),
+])
+def test_malformed_settings_fail_the_first_group(tmp_path, variable, value, says):
     run = run_meshrun(tmp_path, "import meshcomm\nmeshcomm.init_process_group()\n",
-                      "--nproc-per-node", 1, "--timeout", 60,
-                      env=tool_env(MESHCOMM_LOG="colls"))
+                      "--nproc-per-node", 1, "--timeout", 60, env=tool_env(**{variable: value}))
     assert run.returncode != 0
-    assert "MESHCOMM_LOG=colls: unknown item 'colls'" in run.stderr
+    assert says in run.stderr
 
 
 # ---- meshcomm-diagnose on crafted input ------------------------------------------
