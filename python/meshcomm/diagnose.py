@@ -392,8 +392,9 @@ def diagnose(directory):
     out.info(f"{len(dumps)} of {world} ranks left a dump in {directory}"
              + (f" (taken {newest - oldest:.1f} s apart)" if newest - oldest >= 1 else ""))
     if missing:
-        out.problem(f"no dump from {_ranks(missing)}: stopped, killed or hung outside "
-                    "meshcomm (a dump is written on SIGUSR1 and on every failed operation)")
+        out.problem(f"no dump from {_ranks(missing)}: stopped, killed or exited, never "
+                    "joined, or running with MESHCOMM_FLIGHT_RECORDER=0 (a live process "
+                    "writes one on SIGUSR1)")
     for name, (members, views) in sorted(_group_views(dumps).items(),
                                          key=lambda item: (len(item[1][0]) != world, item[0])):
         _diagnose_group(name, members, views, set(missing), out)
