@@ -92,6 +92,37 @@ def _ranks(ranks):
     return f"{word} {','.join(text)}"
 
 
+def _record_problem(record):
+    """What is wrong with a record's fields, or None."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def integer(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if record["kind"] not in ("collective", "p2p"):
+        return f"unknown kind {record['kind']!r}"
+    if record["state"] not in ("enqueued", "started", "completed", "failed"):
+        return f"unknown state {record['state']!r}"
+    if not (record["seq"] is None or integer(record["seq"])):
+        return "its seq is not a number"
+    if record["seq"] is None and record["state"] != "enqueued":
+        return "a started operation without a seq"
+    for key in ("id", "group_id", "count", "bytes"):
+        if not integer(record[key]):
+            return f"its {key} is not a number"
+    for key in ("op", "dtype", "group"):
+        if not isinstance(record[key], str):
+            return f"its {key} is not a string"
+    for key in ("enqueued_at", "started_at", "finished_at"):
+        if not (record[key] is None or number(record[key])):
+            return f"its {key} is not a time"
+    for key in ("root", "peer"):
+        if record.get(key) is not None and not integer(record[key]):
+            return f"its {key} is not a rank"
+    return None
+
+
 def _load(path):
     """(header, records) of one dump; raises _Unreadable saying why."""
     try:
@@ -125,6 +156,9 @@ def _load(path):
             raise _Unreadable(f"line {number} is not JSON (a truncated or altered file)")
         if not isinstance(record, dict) or any(k not in record for k in _RECORD_FIELDS):
             raise _Unreadable(f"line {number} is not an operation record")
+        problem = _record_problem(record)
+        if problem:
+            raise _Unreadable(f"line {number}: {problem}")
         records.append(record)
     try:
         header["groups"] = {int(g["id"]): (str(g["name"]), [int(r) for r in g["world_ranks"]])
@@ -132,7 +166,9 @@ def _load(path):
         header["rank"] = int(header["rank"])
         header["world_size"] = int(header["world_size"])
         header["dumped_at"] = float(header["dumped_at"])
-    except (TypeError, KeyError, ValueError):
+        if header["world_size"] <= header["rank"] or header["rank"] < 0:
+            raise ValueError("rank outside the world")
+    except (TypeError, KeyError, ValueError, AttributeError):
         raise _Unreadable("its header is malformed")
     return header, records
 
@@ -337,6 +373,10 @@ def diagnose(directory):
         except _Unreadable as e:
             out.unreadable(f"meshcomm-diagnose: {path}: {e}")
             continue
+        if header["rank"] != rank or header["rank"] in dumps:
+            out.unreadable(f"meshcomm-diagnose: {path}: its header says rank {header['rank']}; "
+                           "is it a dump of another job, or renamed?")
+            continue
         dumps[header["rank"]] = (header, records)
     if not dumps:
         return out
@@ -352,8 +392,9 @@ def diagnose(directory):
     out.info(f"{len(dumps)} of {world} ranks left a dump in {directory}"
              + (f" (taken {newest - oldest:.1f} s apart)" if newest - oldest >= 1 else ""))
     if missing:
-        out.problem(f"no dump from {_ranks(missing)}: stopped, killed or hung outside "
-                    "meshcomm (a dump is written on SIGUSR1 and on every failed operation)")
+        out.problem(f"no dump from {_ranks(missing)}: stopped, killed or exited, never "
+                    "joined, or running with MESHCOMM_FLIGHT_RECORDER=0 (a live process "
+                    "writes one on SIGUSR1)")
     for name, (members, views) in sorted(_group_views(dumps).items(),
                                          key=lambda item: (len(item[1][0]) != world, item[0])):
         _diagnose_group(name, members, views, set(missing), out)

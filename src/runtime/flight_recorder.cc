@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -143,9 +144,12 @@ FlightRecorder::FlightRecorder(size_t capacity)
 FlightRecorder* FlightRecorder::instance() {
   static FlightRecorder* const recorder = []() -> FlightRecorder* {
     const int64_t n = envIntOr("MESHCOMM_FLIGHT_RECORDER", kDefaultCapacity);
-    if (n < 0) {
+    // A million records take about 100 MB; more is surely a typo.
+    constexpr int64_t kMost = 1000000;
+    if (n < 0 || n > kMost) {
       throw InvalidArgument("MESHCOMM_FLIGHT_RECORDER=" + std::to_string(n) +
-                            ": give the number of operations to keep (0 turns the recorder off)");
+                            ": give the number of operations to keep, 0 to " + std::to_string(kMost) +
+                            " (0 turns the recorder off)");
     }
     return n == 0 ? nullptr : new FlightRecorder(static_cast<size_t>(n));
   }();
@@ -225,7 +229,11 @@ void FlightRecorder::setJob(int worldRank, int worldSize, const std::string& job
   MutexLock lock(j.mu);
   j.worldRank = worldRank;
   j.worldSize = worldSize;
+  // A part of a path: anything but letters, digits, '-' and '_' becomes '_'.
   j.key = jobKey;
+  for (char& c : j.key) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
 }
 
 uint32_t FlightRecorder::registerGroup(const std::string& name, int rank,

@@ -55,7 +55,6 @@ class GroupImpl {
     if (options.blocking && executor_->beginInline()) {
       std::exception_ptr error;
       try {
-        executor_->throwIfBroken();
         runBody(opName, sig, options, body);
       } catch (...) {
         error = std::current_exception();
@@ -93,16 +92,21 @@ class GroupImpl {
   // Tells every member that this rank's operation failed half-way, which
   // breaks the group. Runs on the executor (or the inline caller).
   void failGroup(const std::exception_ptr& error) REQUIRES(executor_->engine());
-  // Runs on the executor (or the inline caller).
+  // Runs on the executor (or the inline caller). `issued`: the flight
+  // recorder's id of a call that was queued (OpTrace::enqueued).
   template <class Body>
-  // `issued`: the flight recorder's id of a call that was queued (OpTrace).
   void runBody(const char* opName, const MessageSignature& sig, const OpOptions& options,
                Body& body, uint64_t issued = 0) REQUIRES(executor_->engine()) {
-    // A local rank's failure ends the group here at once, even when the
-    // data this call needs happens to be in shared memory already.
-    if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
+    OpTrace trace = OpTrace::collective(traced_, issued, opName, sig, collectiveSeq_, links_.route);
+    try {
+      executor_->throwIfBroken();
+      // A local rank's failure ends the group here at once, even when the
+      // data this call needs happens to be in shared memory already.
+      if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
+    } catch (...) {
+      std::rethrow_exception(trace.failed(std::current_exception()));
+    }
     uint64_t seq = collectiveSeq_++;
-    OpTrace trace = OpTrace::collective(traced_, issued, opName, sig, seq, links_.route);
     AlgorithmChoice algorithm;
     Locality locality{&links_.placement, links_.sharedMemory.get(), links_.route};
     Comm comm(transport(), contextFor(opName, seq, options), sig, seq, scratch_, locality);
@@ -121,7 +125,7 @@ class GroupImpl {
 
   GroupConfig config_;
   GroupTransport links_;
-  const TracedGroup traced_;  // how the flight recorder names this group
+  TracedGroup traced_;  // how the flight recorder names this group
   // Touched only by the thread running the group's current operation.
   uint64_t collectiveSeq_ GUARDED_BY(executor_->engine()) = 0;
   uint64_t p2pSeq_ GUARDED_BY(executor_->engine()) = 0;

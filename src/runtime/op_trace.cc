@@ -1,5 +1,6 @@
 #include "runtime/op_trace.h"
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <typeinfo>
@@ -38,6 +39,20 @@ bool traceCalls() {
     return coll;
   }();
   return on;
+}
+
+// Whether a wire family's signature detail is its root, by opcode: a table,
+// since familyTraits() walks the operation list and this runs on every call.
+constexpr auto kRootedFamily = [] {
+  std::array<bool, 256> rooted{};
+  for (size_t code = 0; code < rooted.size(); ++code) {
+    rooted[code] = familyTraits(static_cast<uint8_t>(code)).rooted;
+  }
+  return rooted;
+}();
+
+int64_t rootOf(const MessageSignature& sig) {
+  return kRootedFamily[sig.opcode] ? static_cast<int64_t>(sig.detail) : -1;
 }
 
 uint8_t algorithmCode(Algorithm a) {
@@ -94,12 +109,12 @@ uint64_t OpTrace::enqueued(const TracedGroup& group, const char* op, const Messa
   if (sig != nullptr) {
     what.dtype = sig->dtype;
     what.count = sig->opCount;
-    if (familyTraits(sig->opcode).rooted) what.rootOrPeer = static_cast<int64_t>(sig->detail);
+    what.rootOrPeer = rootOf(*sig);
   }
   return recorder->issue(what, FlightRecorder::now(), false, 0);
 }
 
-OpTrace OpTrace::collective(const TracedGroup& group, uint64_t issued, const char* op,
+OpTrace OpTrace::collective(TracedGroup& group, uint64_t issued, const char* op,
                             const MessageSignature& sig, uint64_t seq, Route route) {
   OpTrace t;
   if (!enabled()) return t;
@@ -119,14 +134,14 @@ OpTrace OpTrace::collective(const TracedGroup& group, uint64_t issued, const cha
       what.op = op;
       what.dtype = sig.dtype;
       what.count = sig.opCount;
-      if (familyTraits(sig.opcode).rooted) what.rootOrPeer = static_cast<int64_t>(sig.detail);
+      what.rootOrPeer = rootOf(sig);
       t.id_ = recorder->issue(what, t.startTicks_, true, seq);
     }
   }
   return t;
 }
 
-OpTrace OpTrace::pointToPoint(const TracedGroup& group, uint64_t issued, const char* op,
+OpTrace OpTrace::pointToPoint(TracedGroup& group, uint64_t issued, const char* op,
                               uint64_t seq) {
   OpTrace t;
   if (!enabled()) return t;
@@ -179,7 +194,7 @@ std::exception_ptr OpTrace::failed(const std::exception_ptr& error, Algorithm al
   const std::string message = errorMessageOf(error);
   finish(false, algorithm, message.c_str());
   FlightRecorder* recorder = FlightRecorder::instance();
-  if (recorder == nullptr) return error;
+  if (recorder == nullptr || !group_->firstFailure()) return error;
   std::string note;
   try {
     const std::string file = recorder->dump("", std::string(op_) + " #" + std::to_string(seq_) +

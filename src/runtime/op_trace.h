@@ -12,6 +12,7 @@
 // the thread running its operation.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -35,8 +36,12 @@ class TracedGroup {
   uint32_t index() const { return index_; }
   const std::string& name() const { return name_; }
   int worldRank() const { return worldRank_; }
+  // True the first time only: the group's first failure writes the flight
+  // recorder; the calls that fail after it (the group is broken) do not.
+  bool firstFailure() { return !failed_.exchange(true); }
 
  private:
+  std::atomic<bool> failed_{false};
   uint32_t index_ = 0;
   std::string name_;
   int worldRank_ = -1;
@@ -53,10 +58,10 @@ class OpTrace {
 
   // A collective starting as its group's `seq`-th; `issued` is what
   // enqueued() returned, or 0 when it starts as it is issued.
-  static OpTrace collective(const TracedGroup& group, uint64_t issued, const char* op,
+  static OpTrace collective(TracedGroup& group, uint64_t issued, const char* op,
                             const MessageSignature& sig, uint64_t seq, Route route);
   // A point-to-point operation starting as its group's `seq`-th.
-  static OpTrace pointToPoint(const TracedGroup& group, uint64_t issued, const char* op,
+  static OpTrace pointToPoint(TracedGroup& group, uint64_t issued, const char* op,
                               uint64_t seq);
   // What a point-to-point operation posted (peers, sizes, transport).
   void posted(const std::vector<RequestPtr>& requests, const Placement& placement,
@@ -64,14 +69,15 @@ class OpTrace {
 
   // `algorithm`: AlgorithmChoice::chosen() for a collective, else kAuto.
   void completed(Algorithm algorithm = Algorithm::kAuto);
-  // Records the failure and writes the flight recorder; returns `error`
-  // with the file it wrote appended to its message (or `error` itself).
+  // Records the failure and, at the group's first, writes the flight
+  // recorder; returns `error` with the file it wrote appended to its
+  // message (or `error` itself).
   std::exception_ptr failed(const std::exception_ptr& error, Algorithm algorithm = Algorithm::kAuto);
 
  private:
   void finish(bool ok, Algorithm algorithm, const char* error);
 
-  const TracedGroup* group_ = nullptr;  // null: nothing to record or trace
+  TracedGroup* group_ = nullptr;  // null: nothing to record or trace
   uint64_t id_ = 0;                      // 0: the recorder is off
   const char* op_ = "";
   uint64_t seq_ = 0;
