@@ -35,8 +35,9 @@
 #                       tcp,self, Gloo and torch-gloo; on loopback and across
 #                       two network namespaces; the report is
 #                       bench/compare_tcp_report.py. It changes the defaults
-#                       to --nranks "2 4" -b 8 -e 64M -f 8 --warmup 2 (the
-#                       64 MiB row in a run of its own) and adds:
+#                       to --nranks "2 4" -b 8 -e 64M -f 8 --warmup 2
+#                       --timeout 300 (the 64 MiB row in a run of its own)
+#                       and adds:
 #   --networks "NETS"   loopback and/or 2xK, two hosts of K ranks (network
 #                       namespaces; needs root) (default "loopback 2x1 2x2")
 #   --rates "RATES"     a 64 MiB all_reduce, 2 hosts x 2 ranks, with the veth
@@ -115,6 +116,7 @@ case "$TRANSPORT" in
     given() { [[ "$GIVEN" == *" $1 "* ]]; }
     given --nranks || NRANKS="2 4"
     given --warmup || WARMUP=2
+    given --timeout || TIMEOUT=300
     given -f || FACTOR=8
     [[ "$QUICK" -eq 1 ]] && ! given --ops && OPS="all_reduce"
     NETWORK_COLUMN=",network"

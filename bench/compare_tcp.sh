@@ -20,8 +20,8 @@
 # host first; gloo_bench and torch_bench.py fork their ranks and each enters
 # its namespace (--netns, --iface mcb0) before opening a socket.
 
-[[ "$(id -u)" -eq 0 ]] || [[ "$NETWORKS" == loopback ]] ||
-  die "--transport tcp across network namespaces needs root (or --networks loopback)"
+[[ "$(id -u)" -eq 0 ]] || [[ "$NETWORKS" == loopback && -z "$RATES" ]] ||
+  die "--transport tcp across network namespaces needs root (or --networks loopback --rates '')"
 
 TCP_LIBS=()
 for lib in $LIBS; do
@@ -72,13 +72,19 @@ NEXT_PORT=$((29500 + RANDOM % 2000))
 hosts_down() {
   local ns
   for ns in "${HOSTS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  [[ -n "${MPI_TMPDIR:-}" ]] && rm -rf "$MPI_TMPDIR"
   HOSTS_UP=0
 }
 
 hosts_up() {
   [[ "$HOSTS_UP" -eq 1 ]] && return 0
   trap hosts_down EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   HOSTS_UP=1
+  # Open MPI's daemons, one per namespace, each with a /tmp of its own
+  # (bench/netns_rsh.sh); short, since it ends up in socket paths.
+  MPI_TMPDIR="$(mktemp -d /tmp/mcb-ompi.XXXXXX)"
   ip netns add "${HOSTS[0]}"
   ip netns add "${HOSTS[1]}"
   ip netns exec "${HOSTS[0]}" ip link add "$HOST_IF" type veth peer name "$HOST_IF" netns "${HOSTS[1]}"
@@ -156,7 +162,7 @@ run_tcp() {
         [[ "$p" -gt "$(nproc)" ]] && mpi+=(--oversubscribe)
       else
         printf '%s slots=%s\n' "${HOSTS[0]}" "$per_host" "${HOSTS[1]}" "$per_host" > "$MPI_HOSTFILE"
-        mpi=(ip netns exec "${HOSTS[0]}" "${mpi[@]}" --mca plm_rsh_agent "$ROOT/bench/netns_rsh.sh"
+        mpi=(ip netns exec "${HOSTS[0]}" env NETNS_RSH_TMPDIR="$MPI_TMPDIR" "${mpi[@]}" --mca plm_rsh_agent "$ROOT/bench/netns_rsh.sh"
              --hostfile "$MPI_HOSTFILE" --map-by slot --mca btl_tcp_if_include "$HOST_IF"
              --mca oob_tcp_if_include "$HOST_IF" -np "$p")
       fi

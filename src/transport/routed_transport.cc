@@ -42,7 +42,20 @@ void RoutedTransport::wait(std::span<const RequestPtr> requests, const OpContext
     if (only < 0) only = link;
     several = several || link != only;
   }
-  if (!several) return links_[static_cast<size_t>(only < 0 ? 0 : only)]->wait(requests, ctx);
+  if (!several) {
+    // One link may wait alone only while the others have nothing in
+    // flight: a send queued on another link can be what the awaited peer
+    // needs first (a ring that crosses hosts: rank 1 waits for rank 0 in
+    // shared memory, rank 0 for rank 3 over TCP, 3 for 2, and 2 for the
+    // TCP send rank 1 has not finished), and only a wait that drives every
+    // link moves it.
+    const auto link = static_cast<size_t>(only < 0 ? 0 : only);
+    bool othersIdle = true;
+    for (size_t i = 0; i < links_.size(); ++i) {
+      if (i != link && links_[i]->hasPending()) othersIdle = false;
+    }
+    if (othersIdle) return links_[link]->wait(requests, ctx);
+  }
 
   const std::string during = ctx.describe();
   try {

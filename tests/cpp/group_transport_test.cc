@@ -160,6 +160,44 @@ TEST(GroupTransport, HierarchicalPlacementRoutesEachPeerOverItsLink) {
   EXPECT_EQ(fromRemote, toRemote);
 }
 
+// A wait for requests of one link also drives the others' pending work.
+// Rank 0 sends 16 MiB (far more than the sockets hold) over TCP to rank 2
+// and waits only for a message from rank 1 in shared memory, which rank 1
+// sends once rank 2 has received the 16 MiB and told it so over TCP: a
+// wait that drove the shared-memory link alone would never finish.
+TEST(GroupTransport, WaitOnOneLinkDrivesTheOthers) {
+  ScopedEnv shm("MESHCOMM_SHM", std::nullopt);
+  auto group = setUpGroup({"a", "a", "b"}, "wait_drives_all");
+  constexpr size_t kBig = size_t{16} << 20;
+  std::vector<uint8_t> big(kBig), bigIn(kBig);
+  for (size_t i = 0; i < kBig; ++i) big[i] = static_cast<uint8_t>(i * 31 + 3);
+  uint8_t token = 7, tokenIn = 0, done = 9, doneIn = 0;
+  auto two = std::async(std::launch::async, [&] {
+    Transport& t = *group[2].links.transport;
+    RequestPtr in = t.postRecv(0, 1, kSig, bigIn.data(), kBig);
+    t.wait(std::span<const RequestPtr>(&in, 1), context("receive the 16 MiB"));
+    RequestPtr out = t.postSend(1, 2, kSig, &token, 1);
+    t.wait(std::span<const RequestPtr>(&out, 1), context("tell rank 1"));
+  });
+  auto one = std::async(std::launch::async, [&] {
+    Transport& t = *group[1].links.transport;
+    RequestPtr in = t.postRecv(2, 2, kSig, &tokenIn, 1);
+    t.wait(std::span<const RequestPtr>(&in, 1), context("hear from rank 2"));
+    RequestPtr out = t.postSend(0, 3, kSig, &done, 1);
+    t.wait(std::span<const RequestPtr>(&out, 1), context("tell rank 0"));
+  });
+  Transport& zero = *group[0].links.transport;
+  RequestPtr send = zero.postSend(2, 1, kSig, big.data(), kBig);
+  RequestPtr local = zero.postRecv(1, 3, kSig, &doneIn, 1);
+  zero.wait(std::span<const RequestPtr>(&local, 1), context("wait for rank 1 alone"));
+  zero.wait(std::span<const RequestPtr>(&send, 1), context("finish the send"));
+  two.get();
+  one.get();
+  EXPECT_EQ(doneIn, done);
+  EXPECT_EQ(tokenIn, token);
+  EXPECT_TRUE(bigIn == big);
+}
+
 // An error on one link breaks the whole routed transport: later posts to a
 // peer behind the other link fail with the same error.
 TEST(GroupTransport, AbortBreaksEveryLink) {
