@@ -33,6 +33,8 @@ namespace {
 constexpr char kWorldGroupName[] = "mccl_world_group";
 constexpr char kWorldGroupAlias[] = "hccl_world_group";
 constexpr char kKeyRoot[] = "__meshcomm";
+// How often joining a group checks the store for members that died.
+constexpr std::chrono::milliseconds kJoinCheckEvery{200};
 
 // The IPv4 address of a named interface (MESHCOMM_SOCKET_IFNAME).
 std::string interfaceAddress(const std::string& ifname) {
@@ -165,7 +167,19 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   groupStore->set("member/" + std::to_string(groupRank), std::string("1"));
   if (groupStore->add("joined", 1) == n) groupStore->set("ready", std::string("1"));
   try {
-    groupStore->wait({"ready"}, groupTimeout);
+    // In slices, so that a member that dies meanwhile (a failure racing
+    // with a shrink) fails the creation now, naming it, not at the deadline.
+    const Deadline joinBy = Deadline::after(groupTimeout);
+    for (;;) {
+      try {
+        groupStore->wait({"ready"}, std::max(std::chrono::milliseconds(1),
+                                             std::min(joinBy.remaining(), kJoinCheckEvery)));
+        break;
+      } catch (const Timeout&) {
+        if (joinBy.expired()) throw;
+        monitor->check("creating group " + name);
+      }
+    }
   } catch (const Timeout&) {
     std::string missing;
     for (size_t i = 0; i < members.size(); ++i) {
