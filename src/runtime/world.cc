@@ -531,12 +531,6 @@ std::shared_ptr<ProcessGroup> World::shrinkGroup(const std::shared_ptr<ProcessGr
                                                  std::vector<int> excludeRanks,
                                                  std::chrono::milliseconds timeout) {
   if (!group) throw InvalidArgument("shrink_group: no group given");
-  for (int r : excludeRanks) {
-    if (group->toGroupRank(r) < 0) {
-      throw InvalidArgument("shrink_group: exclude_ranks holds world rank " + std::to_string(r) +
-                            ", which is not a member of group " + group->name());
-    }
-  }
   const std::string oldName = group->name();
   std::string groupKey;
   int attempt = 0;
@@ -550,34 +544,10 @@ std::shared_ptr<ProcessGroup> World::shrinkGroup(const std::shared_ptr<ProcessGr
     groupKey = it->second;
     attempt = impl_->shrinkAttempts[oldName]++;
   }
-  SurvivorQuery query;
-  query.groupName = oldName;
-  query.members = group->worldRanks();
-  query.worldRank = impl_->rank;
-  query.excludeRanks = std::move(excludeRanks);
-  query.timeout = timeout.count() > 0 ? timeout : group->timeout();
-  PrefixStore attemptStore(groupKey + "/shrink/" + std::to_string(attempt), impl_->jobStore);
-  std::vector<int> survivors;
-  try {
-    survivors = agreeOnSurvivors(*impl_->jobStore, attemptStore, query);
-  } catch (const Aborted&) {
-    group->impl()->abort("it was left out when the group shrank");
-    throw;
-  }
-  std::string kept;
-  for (int r : survivors) kept += (kept.empty() ? "" : ", ") + std::to_string(r);
-  // A member left out but alive learns from its next operation on the old
-  // group that the others moved on.
-  group->impl()->abort("the group shrank to world ranks [" + kept + "]");
-
-  // "<root>#<generation>[.<attempt>]": the same on every survivor, and
-  // never the name of a group created otherwise.
-  const size_t mark = oldName.rfind('#');
-  const std::string root = oldName.substr(0, mark);
-  const int generation = mark == std::string::npos ? 1 : std::stoi(oldName.substr(mark + 1)) + 1;
-  std::string name = root + "#" + std::to_string(generation);
-  if (attempt > 0) name += "." + std::to_string(attempt);
-  auto fresh = impl_->createGroup(name, survivors, group->timeout());
+  ShrinkAttempt shrink{groupKey + "/shrink/" + std::to_string(attempt), impl_->rank,
+                       std::move(excludeRanks), timeout};
+  const std::vector<int> survivors = agreeToShrink(*group, impl_->jobStore, shrink);
+  auto fresh = impl_->createGroup(shrunkGroupName(oldName, attempt), survivors, group->timeout());
 
   std::shared_ptr<ProcessGroup> doomed;
   MutexLock lock(impl_->mu);
