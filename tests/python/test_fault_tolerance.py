@@ -286,7 +286,13 @@ def test_sys_exit_reported_at_once_under_meshrun(tmp_path):
 
     reader = threading.Thread(target=read_stderr)
     reader.start()
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out = proc.stdout.read()  # ends when every worker and meshrun have
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     reader.join(10)
     assert proc.returncode == 7, out + "".join(seen.get("lines", []))
     left = float(next(line.split()[3] for line in out.splitlines() if "leaving" in line))
