@@ -109,8 +109,10 @@ void Executor::abort(const std::string& message,
   abortToken_.raise(message);
   // Whoever drives the transport sees the token at its next check; the
   // wake-up cuts its sleep short, then it lets go of the engine.
+  abortsWaiting_.fetch_add(1);
   wake();
   MutexLock engine(engineMu_);
+  abortsWaiting_.fetch_sub(1);
   if (!transport_.brokenError()) {
     breakTransport(std::make_exception_ptr(Aborted(abortToken_.message())));
   }
@@ -242,6 +244,10 @@ void Executor::loop() {
     uint64_t drained;
     [[maybe_unused]] ssize_t n = ::read(wakeFd_.get(), &drained, sizeof(drained));
     if ((state_.load() & (kStop | kRunning | kQueued)) != 0) continue;
+    if (abortsWaiting_.load() != 0) {
+      std::this_thread::yield();
+      continue;
+    }
     MutexLock engine(engineMu_);
     transport_.progress(kBackgroundSlice, wakeFd_.get());
     reapInFlight();

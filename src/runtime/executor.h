@@ -143,6 +143,9 @@ class Executor {
   std::atomic<bool> errorNoted_{false};
   // Raised by abort(); checked by the waits of whichever thread drives.
   AbortToken abortToken_;
+  // abort() calls waiting for the engine: background progress lets go of
+  // it for them instead of taking it straight back (the mutex is not fair).
+  std::atomic<int> abortsWaiting_{0};
 
   // Held by the one thread driving transport_. Taken before mu_.
   Mutex engineMu_ ACQUIRED_BEFORE(mu_);

@@ -7,6 +7,7 @@
 
 #include "common/deadline.h"
 #include "meshcomm/error.h"
+#include "runtime/group.h"
 #include "transport/peer_monitor.h"
 
 namespace meshcomm {
@@ -98,6 +99,48 @@ std::vector<int> agreeOnSurvivors(Store& jobStore, Store& attemptStore,
   }
   if (agreed.empty()) throw Aborted("shrinking group " + query.groupName + ": no survivor");
   return agreed;
+}
+
+std::vector<int> agreeToShrink(ProcessGroup& group, const std::shared_ptr<Store>& jobStore,
+                               const ShrinkAttempt& attempt) {
+  for (int r : attempt.excludeRanks) {
+    if (group.toGroupRank(r) < 0) {
+      throw InvalidArgument("shrink_group: exclude_ranks holds world rank " + std::to_string(r) +
+                            ", which is not a member of group " + group.name());
+    }
+  }
+  SurvivorQuery query;
+  query.groupName = group.name();
+  query.members = group.worldRanks();
+  query.worldRank = attempt.worldRank;
+  query.excludeRanks = attempt.excludeRanks;
+  query.timeout = attempt.timeout.count() > 0 ? attempt.timeout : group.timeout();
+  PrefixStore attemptStore(attempt.keyPrefix, jobStore);
+  std::vector<int> survivors;
+  try {
+    survivors = agreeOnSurvivors(*jobStore, attemptStore, query);
+  } catch (const Aborted&) {
+    group.impl()->abort("it was left out when the group shrank");
+    throw;
+  }
+  group.impl()->abort("the group shrank to world ranks " + describe(survivors));
+  return survivors;
+}
+
+std::string shrunkGroupName(const std::string& oldName, int attempt) {
+  const size_t mark = oldName.rfind('#');
+  const std::string root = oldName.substr(0, mark);
+  const int generation = mark == std::string::npos ? 1 : std::stoi(oldName.substr(mark + 1)) + 1;
+  // Built by appending: GCC 12 warns falsely (-Wrestrict) about some
+  // inlined literal + std::string concatenations.
+  std::string name = root;
+  name += '#';
+  name += std::to_string(generation);
+  if (attempt > 0) {
+    name += '.';
+    name += std::to_string(attempt);
+  }
+  return name;
 }
 
 }  // namespace meshcomm

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "meshcomm/process_group.h"
 #include "meshcomm/store.h"
 
 namespace meshcomm {
@@ -38,5 +39,25 @@ struct SurvivorQuery {
 // when the store is gone.
 std::vector<int> agreeOnSurvivors(Store& jobStore, Store& attemptStore,
                                   const SurvivorQuery& query);
+
+// One attempt at shrinking a group, as World::shrinkGroup sets it up.
+struct ShrinkAttempt {
+  std::string keyPrefix;          // job-store prefix private to this attempt
+  int worldRank = 0;              // this rank
+  std::vector<int> excludeRanks;  // world ranks; checked to be members
+  std::chrono::milliseconds timeout{0};  // 0: the group's
+};
+
+// The part of World::shrinkGroup that needs no World internals: checks
+// the excluded ranks (InvalidArgument), agrees on the survivors and aborts
+// the old group, saying why, so a member left out but alive learns from its
+// next operation on it that the others moved on. Returns the agreed world
+// ranks; rethrows agreeOnSurvivors' Aborted on a rank left out.
+std::vector<int> agreeToShrink(ProcessGroup& group, const std::shared_ptr<Store>& jobStore,
+                               const ShrinkAttempt& attempt);
+
+// The shrunk group's name, "<root>#<generation>[.<attempt>]": the same on
+// every survivor, and never the name of a group created otherwise.
+std::string shrunkGroupName(const std::string& oldName, int attempt);
 
 }  // namespace meshcomm

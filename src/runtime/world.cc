@@ -36,6 +36,8 @@ namespace {
 constexpr char kWorldGroupName[] = "mccl_world_group";
 constexpr char kWorldGroupAlias[] = "hccl_world_group";
 constexpr char kKeyRoot[] = "__meshcomm";
+// How often joining a group checks the store for members that died.
+constexpr std::chrono::milliseconds kJoinCheckEvery{200};
 
 std::string advertiseHostFor(const std::string& storeHost) {
   if (auto host = envString("MESHCOMM_HOST"); host && !host->empty()) return *host;
@@ -153,7 +155,19 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   groupStore->set("member/" + std::to_string(groupRank), std::string("1"));
   if (groupStore->add("joined", 1) == n) groupStore->set("ready", std::string("1"));
   try {
-    groupStore->wait({"ready"}, groupTimeout);
+    // In slices, so that a member that dies meanwhile (a failure racing
+    // with a shrink) fails the creation now, naming it, not at the deadline.
+    const Deadline joinBy = Deadline::after(groupTimeout);
+    for (;;) {
+      try {
+        groupStore->wait({"ready"}, std::max(std::chrono::milliseconds(1),
+                                             std::min(joinBy.remaining(), kJoinCheckEvery)));
+        break;
+      } catch (const Timeout&) {
+        if (joinBy.expired()) throw;
+        monitor->check("creating group " + name);
+      }
+    }
   } catch (const Timeout&) {
     std::string missing;
     for (size_t i = 0; i < members.size(); ++i) {
@@ -534,12 +548,6 @@ std::shared_ptr<ProcessGroup> World::shrinkGroup(const std::shared_ptr<ProcessGr
                                                  std::vector<int> excludeRanks,
                                                  std::chrono::milliseconds timeout) {
   if (!group) throw InvalidArgument("shrink_group: no group given");
-  for (int r : excludeRanks) {
-    if (group->toGroupRank(r) < 0) {
-      throw InvalidArgument("shrink_group: exclude_ranks holds world rank " + std::to_string(r) +
-                            ", which is not a member of group " + group->name());
-    }
-  }
   const std::string oldName = group->name();
   std::string groupKey;
   int attempt = 0;
@@ -553,34 +561,10 @@ std::shared_ptr<ProcessGroup> World::shrinkGroup(const std::shared_ptr<ProcessGr
     groupKey = it->second;
     attempt = impl_->shrinkAttempts[oldName]++;
   }
-  SurvivorQuery query;
-  query.groupName = oldName;
-  query.members = group->worldRanks();
-  query.worldRank = impl_->rank;
-  query.excludeRanks = std::move(excludeRanks);
-  query.timeout = timeout.count() > 0 ? timeout : group->timeout();
-  PrefixStore attemptStore(groupKey + "/shrink/" + std::to_string(attempt), impl_->jobStore);
-  std::vector<int> survivors;
-  try {
-    survivors = agreeOnSurvivors(*impl_->jobStore, attemptStore, query);
-  } catch (const Aborted&) {
-    group->impl()->abort("it was left out when the group shrank");
-    throw;
-  }
-  std::string kept;
-  for (int r : survivors) kept += (kept.empty() ? "" : ", ") + std::to_string(r);
-  // A member left out but alive learns from its next operation on the old
-  // group that the others moved on.
-  group->impl()->abort("the group shrank to world ranks [" + kept + "]");
-
-  // "<root>#<generation>[.<attempt>]": the same on every survivor, and
-  // never the name of a group created otherwise.
-  const size_t mark = oldName.rfind('#');
-  const std::string root = oldName.substr(0, mark);
-  const int generation = mark == std::string::npos ? 1 : std::stoi(oldName.substr(mark + 1)) + 1;
-  std::string name = root + "#" + std::to_string(generation);
-  if (attempt > 0) name += "." + std::to_string(attempt);
-  auto fresh = impl_->createGroup(name, survivors, group->timeout());
+  ShrinkAttempt shrink{groupKey + "/shrink/" + std::to_string(attempt), impl_->rank,
+                       std::move(excludeRanks), timeout};
+  const std::vector<int> survivors = agreeToShrink(*group, impl_->jobStore, shrink);
+  auto fresh = impl_->createGroup(shrunkGroupName(oldName, attempt), survivors, group->timeout());
 
   std::shared_ptr<ProcessGroup> doomed;
   MutexLock lock(impl_->mu);

@@ -182,6 +182,8 @@ void runAbort(bool allReduce, bool tcp) {
     e.world->abort();
     blocked.join();
     CHILD_CHECK(got == Caught::kAborted, "got " << caughtName(got) << ": " << what);
+    std::fprintf(stderr, "[abort %s] blocked op ended %.1f ms after abort()\n",
+                 allReduce ? "allReduce" : "recv", msBetween(abortNs, errorNs.load()));
     CHILD_CHECK(msBetween(abortNs, errorNs.load()) < 100, "blocked op ended "
                                                               << msBetween(abortNs, errorNs.load()) << " ms after abort");
     CHILD_CHECK(what.find("world rank 1 aborted group") != std::string::npos, "" << what);

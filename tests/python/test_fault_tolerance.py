@@ -227,9 +227,12 @@ def _leave_worker(rank, nprocs, port):
     start = time.monotonic()
     try:
         meshcomm.all_reduce(np.ones(8))
-        return {"type": None}
+        result = {"type": None}
     except meshcomm.DistError as e:
-        return {"type": type(e).__name__, "message": str(e), "took": time.monotonic() - start}
+        result = {"type": type(e).__name__, "message": str(e), "took": time.monotonic() - start}
+    # Rank 0 hosts the store: leaving keeps it up until rank 2 has left too.
+    meshcomm.destroy_process_group()
+    return result
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
@@ -286,7 +289,13 @@ def test_sys_exit_reported_at_once_under_meshrun(tmp_path):
 
     reader = threading.Thread(target=read_stderr)
     reader.start()
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out = proc.stdout.read()  # ends when every worker and meshrun have
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     reader.join(10)
     assert proc.returncode == 7, out + "".join(seen.get("lines", []))
     left = float(next(line.split()[3] for line in out.splitlines() if "leaving" in line))
@@ -309,14 +318,18 @@ def _exclude_worker(rank, nprocs, port):
         time.sleep(1.0)
         try:
             meshcomm.all_reduce(np.ones(8))
-            return {"type": None}
+            result = {"type": None}
         except meshcomm.DistError as e:
-            return {"type": type(e).__name__, "message": str(e)}
-    meshcomm.shrink_group(exclude_ranks=[2], timeout=5)
-    x = np.full(4, float(meshcomm.get_rank() + 1))
-    meshcomm.all_reduce(x)
-    return {"size": meshcomm.get_world_size(), "sum": float(x[0]),
-            "ranks": meshcomm.get_process_group_ranks()}
+            result = {"type": type(e).__name__, "message": str(e)}
+    else:
+        meshcomm.shrink_group(exclude_ranks=[2], timeout=5)
+        x = np.full(4, float(meshcomm.get_rank() + 1))
+        meshcomm.all_reduce(x)
+        result = {"size": meshcomm.get_world_size(), "sum": float(x[0]),
+                  "ranks": meshcomm.get_process_group_ranks()}
+    # Rank 0 hosts the store: leaving keeps it up until the others have left.
+    meshcomm.destroy_process_group()
+    return result
 
 
 def test_shrink_excludes_a_live_rank(spawn_workers, free_port):
