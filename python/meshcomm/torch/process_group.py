@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _meshcomm
+from ..handle import configure_wait
 from . import tensors as _t
 from .tensors import InvalidArgumentError, Staging, check_tensor, desc, native_op
 from .work import DoneWork, PendingWork
@@ -91,6 +92,8 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._world = _meshcomm.World(store=_meshcomm.PythonStore(store), rank=rank,
                                       world_size=size, timeout_ms=self._timeout_ms)
         self._pg = self._world.world_group()
+        # How long waits busy-poll, chosen as meshcomm's own API does.
+        configure_wait(size)
         self._store = store
         self._broken = False        # an operation failed: peers may be gone
         self._rank = rank
@@ -213,15 +216,26 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             if isinstance(e, TypeError):
                 raise _t.InvalidTypeError(str(e)) from None
             raise InvalidArgumentError(str(e)) from None
-        except RuntimeError:
-            self._broken = True
-            raise
+        except RuntimeError as e:
+            raise self._failed(e) from None
         try:
             work.wait()  # raises the operation's error; waits only if it was queued
-        except RuntimeError:
-            self._broken = True
-            raise
+        except RuntimeError as e:
+            raise self._failed(e) from None
         return work
+
+    def _failed(self, error):
+        """The error of a failed operation, naming the torch group too
+        (meshcomm's own name for it is the same in every group: each torch
+        group is a meshcomm job of its own). The group is broken now."""
+        self._broken = True
+        if self._torch_group_name and type(error).__module__.startswith("meshcomm"):
+            try:
+                return type(error)(f"{error} (torch.distributed group "
+                                   f"'{self._torch_group_name}')")
+            except TypeError:
+                pass
+        return error
 
     # ---- all_reduce ---------------------------------------------------
 
