@@ -98,7 +98,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._broken = False        # an operation failed: peers may be gone
         self._rank = rank
         self._size = size
-        self._pending = []          # PendingWork of queued point-to-point operations
+        self._pending = []          # PendingWork of queued operations (p2p, large async)
         self._pending_lock = threading.Lock()
         self._torch_group_name = ""
         self._torch_group_desc = ""
