@@ -24,7 +24,6 @@ import queue
 import threading
 import time
 import weakref
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -266,7 +265,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     def _allreduce(self, t, op, timeout_ms):
         pg = self._group()
         code = native_op(op, t.dtype, "all_reduce")
-        if code is not None and t.is_cpu and t.dtype in _CODES and _t._dense(t):
+        if code is not None and t.is_cpu and t.dtype in _CODES and _t.dense(t):
             self._run(pg.all_reduce, (t.data_ptr(), t.numel(), _CODES[t.dtype]), code, timeout_ms)
             return
         stage = Staging()
