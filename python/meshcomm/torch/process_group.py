@@ -251,7 +251,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                 timeout = opts.timeout
                 timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
                 n = t.numel()
-                if n * t.element_size() >= _ASYNC_BYTES and opts.asyncOp:
+                if n * t.element_size() >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
                     native = self._submit(self._pg.all_reduce, (t.data_ptr(), n, dtype_code),
                                           code, timeout_ms)
                     return self._track(PendingWork(native, tensors, (t,),
