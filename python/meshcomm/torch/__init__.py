@@ -7,7 +7,9 @@ Importing this package registers the backend "meshcomm"::
     dist.init_process_group("meshcomm")   # env:// (torchrun, meshrun, mpirun, srun), tcp://, store=
 
 Every group rendezvouses through the store torch hands it, so nothing
-beyond torch's own init method needs configuring. See docs/torch.md for
+beyond torch's own init method needs configuring. Under mpirun, mpiexec and
+srun, importing this package also sets the RANK and WORLD_SIZE that torch's
+env:// reads, from the launcher's variables (see launch_env.py). See docs/torch.md for
 what is supported and how errors look.
 """
 
@@ -23,6 +25,7 @@ if _major < 2:
         "python3-torch is 1.13). `make venv` installs torch 2.13 into build/venv; run "
         "build/venv/bin/python. See docs/torch.md.")
 
+from .launch_env import export_launcher_env
 from .process_group import BACKEND_NAME, ProcessGroupMeshcomm, close_all, create
 from .tensors import InvalidArgumentError
 
@@ -41,4 +44,5 @@ def register():
 
 
 register()
+export_launcher_env()  # RANK, WORLD_SIZE under mpirun, mpiexec and srun
 atexit.register(close_all)

@@ -24,12 +24,12 @@ import queue
 import threading
 import time
 import weakref
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from .. import _meshcomm
+from ..handle import configure_wait
 from . import tensors as _t
 from .tensors import InvalidArgumentError, Staging, check_tensor, desc, native_op
 from .work import DoneWork, PendingWork
@@ -91,11 +91,13 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._world = _meshcomm.World(store=_meshcomm.PythonStore(store), rank=rank,
                                       world_size=size, timeout_ms=self._timeout_ms)
         self._pg = self._world.world_group()
+        # How long waits busy-poll, chosen as meshcomm's own API does.
+        configure_wait(size)
         self._store = store
         self._broken = False        # an operation failed: peers may be gone
         self._rank = rank
         self._size = size
-        self._pending = []          # PendingWork of queued point-to-point operations
+        self._pending = []          # PendingWork of queued operations (p2p, large async)
         self._pending_lock = threading.Lock()
         self._torch_group_name = ""
         self._torch_group_desc = ""
@@ -213,15 +215,26 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             if isinstance(e, TypeError):
                 raise _t.InvalidTypeError(str(e)) from None
             raise InvalidArgumentError(str(e)) from None
-        except RuntimeError:
-            self._broken = True
-            raise
+        except RuntimeError as e:
+            raise self._failed(e) from None
         try:
             work.wait()  # raises the operation's error; waits only if it was queued
-        except RuntimeError:
-            self._broken = True
-            raise
+        except RuntimeError as e:
+            raise self._failed(e) from None
         return work
+
+    def _failed(self, error):
+        """The error of a failed operation, naming the torch group too
+        (meshcomm's own name for it is the same in every group: each torch
+        group is a meshcomm job of its own). The group is broken now."""
+        self._broken = True
+        if self._torch_group_name and type(error).__module__.startswith("meshcomm"):
+            try:
+                return type(error)(f"{error} (torch.distributed group "
+                                   f"'{self._torch_group_name}')")
+            except TypeError:
+                pass
+        return error
 
     # ---- all_reduce ---------------------------------------------------
 
@@ -238,7 +251,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                 timeout = opts.timeout
                 timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
                 n = t.numel()
-                if n * t.element_size() >= _ASYNC_BYTES and opts.asyncOp:
+                if n * t.element_size() >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
                     native = self._submit(self._pg.all_reduce, (t.data_ptr(), n, dtype_code),
                                           code, timeout_ms)
                     return self._track(PendingWork(native, tensors, (t,),
@@ -252,7 +265,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     def _allreduce(self, t, op, timeout_ms):
         pg = self._group()
         code = native_op(op, t.dtype, "all_reduce")
-        if code is not None and t.is_cpu and t.dtype in _CODES and _t._dense(t):
+        if code is not None and t.is_cpu and t.dtype in _CODES and _t.dense(t):
             self._run(pg.all_reduce, (t.data_ptr(), t.numel(), _CODES[t.dtype]), code, timeout_ms)
             return
         stage = Staging()

@@ -17,8 +17,8 @@ from torch.distributed import ReduceOp
 
 from .. import _meshcomm
 
-__all__ = ["InvalidArgumentError", "Staging", "desc", "native_op", "check_tensor",
-           "FOLDS", "AVG", "fold"]
+__all__ = ["InvalidArgumentError", "InvalidTypeError", "Staging", "CODES", "desc", "dense",
+           "native_op", "op_code", "check_tensor", "FOLDS", "AVG", "fold"]
 
 
 class InvalidArgumentError(ValueError, RuntimeError):
@@ -32,9 +32,9 @@ class InvalidTypeError(TypeError, RuntimeError):
     """A tensor of an element type meshcomm cannot move or reduce."""
 
 
-_NAMES = {name: code for name, code in _meshcomm.DTYPE_CODES.items()}
+#: torch dtype -> meshcomm's dtype code, for every dtype both know.
 CODES = {}
-for _name, _code in _NAMES.items():
+for _name, _code in _meshcomm.DTYPE_CODES.items():
     _dt = getattr(torch, _name, None)
     if isinstance(_dt, torch.dtype):
         CODES[_dt] = _code
@@ -79,7 +79,8 @@ def desc(t):
     return (t.data_ptr(), t.numel(), CODES[t.dtype])
 
 
-def _dense(t):
+def dense(t):
+    """Whether t can be handed to the core as it is."""
     return t.is_contiguous() and not t.is_conj() and not t.is_neg()
 
 
@@ -98,13 +99,13 @@ class Staging:
 
     def read(self, t, what):
         check_tensor(t, what)
-        if _dense(t):
+        if dense(t):
             return t
         return t.resolve_conj().resolve_neg().contiguous()
 
     def write(self, t, what, keep_contents=False):
         check_tensor(t, what)
-        if _dense(t):
+        if dense(t):
             return t
         if keep_contents:
             staged = t.resolve_conj().resolve_neg().contiguous()

@@ -1,5 +1,5 @@
-"""A torch script, unmodified but for the backend: run by test_torchrun.py
-under torchrun (env://, torchrun's agent hosting the store)."""
+"""A torch script, unmodified but for the backend: run by test_launchers.py
+under torchrun, meshrun and mpirun (env://)."""
 
 import os
 
@@ -11,7 +11,7 @@ import meshcomm.torch  # noqa: F401 - registers "meshcomm"
 
 dist.init_process_group("meshcomm")
 rank, size = dist.get_rank(), dist.get_world_size()
-assert int(os.environ["LOCAL_RANK"]) == rank
+assert int(os.environ["LOCAL_RANK"]) == rank  # one host
 torch.set_num_threads(1)
 x = torch.full((5,), float(rank + 1))
 dist.all_reduce(x)
