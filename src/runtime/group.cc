@@ -109,8 +109,10 @@ WorkPtr GroupImpl::runPointToPoint(
           try {
             transport().wait(requests, ctx);
           } catch (...) {
-            failGroup(std::current_exception());
-            std::rethrow_exception(trace.failed(std::current_exception()));
+            const std::exception_ptr cause = std::current_exception();
+            const std::exception_ptr error = keepFailure(trace.failed(cause));
+            failGroup(cause);
+            std::rethrow_exception(error);
           }
           trace.completed();
           return {};

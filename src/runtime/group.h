@@ -92,6 +92,13 @@ class GroupImpl {
   // Tells every member that this rank's operation failed half-way, which
   // breaks the group. Runs on the executor (or the inline caller).
   void failGroup(const std::exception_ptr& error) REQUIRES(executor_->engine());
+  // Makes `error` (as the flight recorder returned it: on the group's first
+  // failure it names the dump) the error the group keeps, so every later
+  // call raises the very same message. Returns it.
+  std::exception_ptr keepFailure(std::exception_ptr error) {
+    executor_->recordError(error);
+    return error;
+  }
   // Runs on the executor (or the inline caller). `issued`: the flight
   // recorder's id of a call that was queued (OpTrace::enqueued).
   template <class Body>
@@ -104,7 +111,7 @@ class GroupImpl {
       // data this call needs happens to be in shared memory already.
       if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
     } catch (...) {
-      std::rethrow_exception(trace.failed(std::current_exception()));
+      std::rethrow_exception(keepFailure(trace.failed(std::current_exception())));
     }
     uint64_t seq = collectiveSeq_++;
     AlgorithmChoice algorithm;
@@ -114,11 +121,13 @@ class GroupImpl {
       body(comm);
     } catch (const ArgumentsDisagree&) {
       // Every rank found the same disagreement before any data moved: the
-      // group is intact, so it is not aborted.
-      throw;
-    } catch (...) {
-      failGroup(std::current_exception());
+      // group is intact, so it is not aborted (but the call is recorded).
       std::rethrow_exception(trace.failed(std::current_exception(), algorithm.chosen()));
+    } catch (...) {
+      const std::exception_ptr cause = std::current_exception();
+      const std::exception_ptr error = keepFailure(trace.failed(cause, algorithm.chosen()));
+      failGroup(cause);
+      std::rethrow_exception(error);
     }
     trace.completed(algorithm.chosen());
   }
