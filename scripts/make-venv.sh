@@ -16,5 +16,8 @@ have=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("t
 # torch installed in the venv itself counts.
 if [ "${have%%+*}" != "$torch_version" ] || [ ! -d "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch" ]; then
   echo "meshcomm: installing torch==$torch_version into $venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version"
+  # pip warns about every configured package index folder it finds empty:
+  # noise here, so those lines are dropped (real errors still show).
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 fi

@@ -7,7 +7,10 @@ docs/launching.md), so an unchanged torch script would fail there. On
 import, meshcomm.torch fills in RANK and WORLD_SIZE (and LOCAL_RANK,
 LOCAL_WORLD_SIZE) from them, and MASTER_ADDR from Slurm's node list, when
 they are unset; MASTER_PORT is the user's to export. Variables already set
-are never changed.
+are never changed, with one exception: under meshrun, MASTER_PORT is where
+meshrun itself serves the job's meshcomm store (so the store outlives every
+worker), and torch's env:// rank 0 would fail to listen there; torch's
+rendezvous then uses the next port, MASTER_PORT + 1, on every rank alike.
 """
 
 import os
@@ -52,3 +55,5 @@ def export_launcher_env(environ=None):
         host = first_slurm_host(environ["SLURM_JOB_NODELIST"])
         if host:
             environ["MASTER_ADDR"] = host
+    if environ.get("MESHCOMM_LAUNCHER") == "meshrun" and environ.get("MASTER_PORT", "").isdigit():
+        environ["MASTER_PORT"] = str(int(environ["MASTER_PORT"]) + 1)
