@@ -76,11 +76,20 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
 }
 
 // Ring: P-1 reduce-scatter steps, then P-1 all-gather steps, over P
-// near-equal segments. In reduce-scatter step s a rank sends segment
-// r-s and receives segment r-s-1, which it reduces chunk by chunk as the
-// chunks arrive, so reduction overlaps the transfer; afterwards it owns
-// the finished segment r+1. In all-gather step s it forwards segment
-// r+1-s and receives segment r-s straight into place.
+// near-equal segments. In reduce-scatter step s a rank sends its partial of
+// segment r-s (its own input at s = 0) and receives the left neighbour's
+// partial of segment r-s-1, which it combines with its own input chunk by
+// chunk as the chunks arrive, so reduction overlaps the transfer;
+// afterwards it owns the finished segment r+1. In all-gather step s it
+// forwards segment r+1-s and receives segment r-s straight into place.
+//
+// The partials live in scratch (two buffers, since step s's send still
+// reads the partial step s-1 produced) and only the last reduce-scatter
+// step writes `data`: a rank posts step s's sends only after step s-1's
+// receives passed their signature check, so the first chunk of the last
+// step reaching a rank means the P-1 neighbouring pairs ending at it all
+// agreed, i.e. every rank agrees. Ranks that disagree (a different op or
+// count) fail with every output as it was.
 void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -95,15 +104,19 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   MESHCOMM_CHECK(static_cast<size_t>(2 * p) * maxChunks < Comm::kStepsPerPhase,
                  "ring schedule too long; raise MESHCOMM_CHUNK_BYTES");
   uint8_t* tmp = comm.scratch(Scratch::kRecv, maxSeg * es);
+  uint8_t* partial[2] = {comm.scratch(Scratch::kPartialA, maxSeg * es),
+                         comm.scratch(Scratch::kPartialB, maxSeg * es)};
 
+  const uint8_t* sending = data + offs[r] * es;
   for (int s = 0; s < p - 1; ++s) {
     const int sendSeg = wrap(r, -s, p);
     const int recvSeg = wrap(r, -s - 1, p);
+    const bool last = s == p - 2;
     const auto base = static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks);
     const std::vector<Chunk> out = chunksOf(counts[sendSeg], chunk);
     for (size_t k = 0; k < out.size(); ++k) {
-      comm.send(right, base + static_cast<uint32_t>(k),
-                data + (offs[sendSeg] + out[k].offset) * es, out[k].count * es);
+      comm.send(right, base + static_cast<uint32_t>(k), sending + out[k].offset * es,
+                out[k].count * es);
     }
     const std::vector<Chunk> in = chunksOf(counts[recvSeg], chunk);
     std::vector<RequestPtr> recvs;
@@ -111,12 +124,17 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
       recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
                                 tmp + in[k].offset * es, in[k].count * es));
     }
+    uint8_t* dst = last ? data + offs[recvSeg] * es : partial[s % 2];
     for (size_t k = 0; k < in.size(); ++k) {
       comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
-      reduce::reduceInPlace(op, dtype, data + (offs[recvSeg] + in[k].offset) * es,
-                            tmp + in[k].offset * es, in[k].count);
+      const size_t o = in[k].offset * es;
+      // On the last step dst is the input itself, which the kernels accept
+      // only as their first input.
+      const void* srcs[2] = {data + offs[recvSeg] * es + o, tmp + o};
+      reduce::reduceInto(op, dtype, dst + o, srcs, 2, in[k].count);
     }
     comm.waitAll();
+    sending = dst;
   }
   for (int s = 0; s < p - 1; ++s) {
     const int sendSeg = wrap(r, 1 - s, p);
