@@ -103,7 +103,9 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const size_t maxChunks = std::max<size_t>(1, ceilDiv(maxSeg, chunk));
   MESHCOMM_CHECK(static_cast<size_t>(2 * p) * maxChunks < Comm::kStepsPerPhase,
                  "ring schedule too long; raise MESHCOMM_CHUNK_BYTES");
-  uint8_t* tmp = comm.scratch(Scratch::kRecv, maxSeg * es);
+  // A segment arrives in one of two buffers and is reduced there, in place,
+  // so it is the partial the next step sends: as cheap as reducing into
+  // `data` (the chunk just received is still in cache), without writing it.
   uint8_t* partial[2] = {comm.scratch(Scratch::kPartialA, maxSeg * es),
                          comm.scratch(Scratch::kPartialB, maxSeg * es)};
 
@@ -118,23 +120,25 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
       comm.send(right, base + static_cast<uint32_t>(k), sending + out[k].offset * es,
                 out[k].count * es);
     }
+    uint8_t* arrived = partial[s % 2];
     const std::vector<Chunk> in = chunksOf(counts[recvSeg], chunk);
     std::vector<RequestPtr> recvs;
     for (size_t k = 0; k < in.size(); ++k) {
       recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
-                                tmp + in[k].offset * es, in[k].count * es));
+                                arrived + in[k].offset * es, in[k].count * es));
     }
-    uint8_t* dst = last ? data + offs[recvSeg] * es : partial[s % 2];
+    uint8_t* own = data + offs[recvSeg] * es;
     for (size_t k = 0; k < in.size(); ++k) {
       comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
       const size_t o = in[k].offset * es;
-      // On the last step dst is the input itself, which the kernels accept
-      // only as their first input.
-      const void* srcs[2] = {data + offs[recvSeg] * es + o, tmp + o};
-      reduce::reduceInto(op, dtype, dst + o, srcs, 2, in[k].count);
+      if (last) {
+        reduce::reduceInPlace(op, dtype, own + o, arrived + o, in[k].count);
+      } else {
+        reduce::reduceInPlace(op, dtype, arrived + o, own + o, in[k].count);
+      }
     }
     comm.waitAll();
-    sending = dst;
+    sending = arrived;
   }
   for (int s = 0; s < p - 1; ++s) {
     const int sendSeg = wrap(r, 1 - s, p);
