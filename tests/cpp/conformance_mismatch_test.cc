@@ -117,13 +117,13 @@ INSTANTIATE_TEST_SUITE_P(Conformance, Mismatch,
                                            kHierarchical2x2),
                          TransportCaseName{});
 
-// A different op or count in a call that skips the agreement step: every
-// rank fails, and no rank's buffers changed (each holds a pattern of its
-// own, compared after the failure). Small all_reduces over TCP use
+// A different op, count or dtype in a call that skips the agreement step:
+// every rank fails, and no rank's buffers changed (each holds a pattern of
+// its own, compared after the failure). Small all_reduces over TCP use
 // recursive doubling; 4 MiB ones the ring (P >= 3), whose reduce-scatter
 // phase keeps partials in scratch; reduce_scatter's ring writes only its
 // last step. Shared memory and the hierarchical variant are covered too.
-enum class Disagree { kOp, kCount };
+enum class Disagree { kOp, kCount, kDtype };  // kDtype: float32 vs int32, the same bytes
 
 struct UntouchedCase {
   const char* name;
@@ -144,6 +144,7 @@ void runUntouched(const TransportCase& transport, const UntouchedCase& c) {
     const int64_t n = c.count + (odd && c.what == Disagree::kCount ? 1 : 0);
     OpOptions op;
     op.op = odd && c.what == Disagree::kOp ? ReduceOp::kMax : ReduceOp::kSum;
+    const DType dtype = odd && c.what == Disagree::kDtype ? DType::kFloat32 : DType::kInt32;
     std::vector<int32_t> out(static_cast<size_t>(n));
     for (size_t i = 0; i < out.size(); ++i) out[i] = pattern(e.rank, i);
     std::vector<int32_t> in(c.reduceScatter ? out.size() * static_cast<size_t>(pg.size()) : 0);
@@ -152,11 +153,11 @@ void runUntouched(const TransportCase& transport, const UntouchedCase& c) {
     Caught got = catchError(
         [&] {
           if (c.reduceScatter) {
-            pg.reduceScatterTensor(TensorRef{out.data(), n, DType::kInt32},
-                                   TensorRef{in.data(), n * pg.size(), DType::kInt32}, op)
+            pg.reduceScatterTensor(TensorRef{out.data(), n, dtype}, TensorRef{in.data(), n * pg.size(), dtype},
+                                   op)
                 ->wait();
           } else {
-            pg.allReduce(TensorRef{out.data(), n, DType::kInt32}, op)->wait();
+            pg.allReduce(TensorRef{out.data(), n, dtype}, op)->wait();
           }
         },
         &what);
@@ -186,9 +187,12 @@ class MismatchLeavesOutputs : public ::testing::TestWithParam<TransportCase> {};
 TEST_P(MismatchLeavesOutputs, LargeAllReduceAndReduceScatter) {
   for (const UntouchedCase& c : {UntouchedCase{"4 MiB allReduce op", false, k4MiBOfInt32, Disagree::kOp},
                                  UntouchedCase{"4 MiB allReduce count", false, k4MiBOfInt32, Disagree::kCount},
+                                 UntouchedCase{"4 MiB allReduce dtype", false, k4MiBOfInt32, Disagree::kDtype},
                                  UntouchedCase{"4 MiB reduceScatter op", true, k4MiBOfInt32, Disagree::kOp},
                                  UntouchedCase{"4 MiB reduceScatter count", true, k4MiBOfInt32,
-                                               Disagree::kCount}}) {
+                                               Disagree::kCount},
+                                 UntouchedCase{"4 MiB reduceScatter dtype", true, k4MiBOfInt32,
+                                               Disagree::kDtype}}) {
     runUntouched(GetParam(), c);
   }
 }
