@@ -20,7 +20,7 @@ enum class Scratch : int {
   kOwnBlock = 3,  // reduce: this rank's finished block
   kCopy = 4,      // reduce: a non-root's accumulator
   kPacked = 5,    // a list of tensors packed into one buffer
-  kHostPartial = 6,  // hierarchical reduce: a non-root leader's host result
+  kHostPartial = 6,  // hierarchical reduce and all_reduce: a leader's host result
   kAccumulator = 7,  // all_reduce: results kept from the output until every exchange succeeded
 };
 inline constexpr int kScratchSlots = 8;

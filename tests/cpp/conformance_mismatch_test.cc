@@ -117,32 +117,89 @@ INSTANTIATE_TEST_SUITE_P(Conformance, Mismatch,
                                            kHierarchical2x2),
                          TransportCaseName{});
 
-// A different op in a small all_reduce over TCP, where recursive doubling
-// makes several exchanges: every rank fails, and no output holds a partial
-// result (a rank writes its output only once every rank's data reached it).
-// Large all_reduces over TCP (the ring) reduce in place as chunks arrive, so
-// there some outputs may hold partial sums when a rank disagrees.
-void runOpDisagreement(const TransportCase& transport) {
+// A different op, count or dtype in a call that skips the agreement step:
+// every rank fails, and no rank's buffers changed (each holds a pattern of
+// its own, compared after the failure). Small all_reduces over TCP use
+// recursive doubling; 4 MiB ones the ring (P >= 3), whose reduce-scatter
+// phase keeps partials in scratch; reduce_scatter's ring writes only its
+// last step. Shared memory and the hierarchical variant are covered too.
+enum class Disagree { kOp, kCount, kDtype };  // kDtype: float32 vs int32, the same bytes
+
+struct UntouchedCase {
+  const char* name;
+  bool reduceScatter;
+  int64_t count;  // elements per rank of the output
+  Disagree what;
+};
+
+int32_t pattern(int rank, size_t i) { return static_cast<int32_t>(1000 * (rank + 1) + i % 977); }
+
+void runUntouched(const TransportCase& transport, const UntouchedCase& c) {
   JobOptions o;
-  o.bound = 40s;
+  o.bound = 60s;
   o.timeout = 30s;
   auto statuses = runWorld(transport.p, withTransport(transport, o), [&](RankEnv& e) {
     ProcessGroup& pg = e.pg();
-    std::vector<int32_t> data(64, 1000 + e.rank);
+    const bool odd = e.rank == transport.p / 2;
+    const int64_t n = c.count + (odd && c.what == Disagree::kCount ? 1 : 0);
     OpOptions op;
-    op.op = e.rank == transport.p / 2 ? ReduceOp::kMax : ReduceOp::kSum;
+    op.op = odd && c.what == Disagree::kOp ? ReduceOp::kMax : ReduceOp::kSum;
+    const DType dtype = odd && c.what == Disagree::kDtype ? DType::kFloat32 : DType::kInt32;
+    std::vector<int32_t> out(static_cast<size_t>(n));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = pattern(e.rank, i);
+    std::vector<int32_t> in(c.reduceScatter ? out.size() * static_cast<size_t>(pg.size()) : 0);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = pattern(e.rank + 100, i);
     std::string what;
-    Caught got = catchError([&] { pg.allReduce(TensorRef{data.data(), 64, DType::kInt32}, op)->wait(); }, &what);
-    CHILD_CHECK(got == Caught::kMismatch, "rank " << e.rank << " got " << caughtName(got) << " (" << what << ")");
-    for (int32_t v : data) CHILD_CHECK(v == 1000 + e.rank, "rank " << e.rank << "'s output was written");
+    Caught got = catchError(
+        [&] {
+          if (c.reduceScatter) {
+            pg.reduceScatterTensor(TensorRef{out.data(), n, dtype}, TensorRef{in.data(), n * pg.size(), dtype},
+                                   op)
+                ->wait();
+          } else {
+            pg.allReduce(TensorRef{out.data(), n, dtype}, op)->wait();
+          }
+        },
+        &what);
+    CHILD_CHECK(got == Caught::kMismatch,
+                "" << c.name << ": rank " << e.rank << " got " << caughtName(got) << " (" << what << ")");
+    for (size_t i = 0; i < out.size(); ++i) {
+      CHILD_CHECK(out[i] == pattern(e.rank, i),
+                  "" << c.name << ": rank " << e.rank << "'s output was written at element " << i);
+    }
+    for (size_t i = 0; i < in.size(); ++i) {
+      CHILD_CHECK(in[i] == pattern(e.rank + 100, i),
+                  "" << c.name << ": rank " << e.rank << "'s input was written at element " << i);
+    }
     return kExitOk;
   });
-  EXPECT_TRUE(allOk(statuses)) << transport.name() << "\n" << describeAll(statuses);
+  EXPECT_TRUE(allOk(statuses)) << c.name << " on " << transport.name() << "\n" << describeAll(statuses);
 }
 
+constexpr int64_t k4MiBOfInt32 = int64_t{1} << 20;
+
 TEST(MismatchAllReduceOp, OutputsUntouchedOverTcp) {
-  for (int p : {3, 4, 5}) runOpDisagreement(tcpCase(p));
+  for (int p : {3, 4, 5}) runUntouched(tcpCase(p), {"small allReduce op", false, 64, Disagree::kOp});
 }
+
+class MismatchLeavesOutputs : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(MismatchLeavesOutputs, LargeAllReduceAndReduceScatter) {
+  for (const UntouchedCase& c : {UntouchedCase{"4 MiB allReduce op", false, k4MiBOfInt32, Disagree::kOp},
+                                 UntouchedCase{"4 MiB allReduce count", false, k4MiBOfInt32, Disagree::kCount},
+                                 UntouchedCase{"4 MiB allReduce dtype", false, k4MiBOfInt32, Disagree::kDtype},
+                                 UntouchedCase{"4 MiB reduceScatter op", true, k4MiBOfInt32, Disagree::kOp},
+                                 UntouchedCase{"4 MiB reduceScatter count", true, k4MiBOfInt32,
+                                               Disagree::kCount},
+                                 UntouchedCase{"4 MiB reduceScatter dtype", true, k4MiBOfInt32,
+                                               Disagree::kDtype}}) {
+    runUntouched(GetParam(), c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, MismatchLeavesOutputs,
+                         ::testing::Values(tcpCase(3), tcpCase(4), shmCase(3), shmCase(4), kHierarchical2x2),
+                         TransportCaseName{});
 
 }  // namespace
 }  // namespace meshcomm::test

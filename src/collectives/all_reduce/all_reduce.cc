@@ -76,16 +76,20 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
 }
 
 // Ring: P-1 reduce-scatter steps, then P-1 all-gather steps, over P
-// near-equal segments, pipelined chunk by chunk. Step t (0 <= t < 2(P-1))
-// receives segment r-t-1 from the left: in a reduce-scatter step (t <
-// P-1) into a staging area, then added into place; in an all-gather step
-// straight into place. Each chunk is forwarded to the right as step t+1
-// the moment it is final, rather than when the whole step is, so a chunk
-// never waits for the rest of its segment, and with more ranks than cores
-// a rank that gets the core late holds up one chunk, not a whole step.
-// Step 0 sends the rank's own segment r; after the reduce-scatter steps
-// the rank owns the finished segment r+1, which its first all-gather send
-// forwards.
+// near-equal segments. In reduce-scatter step s a rank sends its partial of
+// segment r-s (its own input at s = 0) and receives the left neighbour's
+// partial of segment r-s-1, which it combines with its own input chunk by
+// chunk as the chunks arrive, so reduction overlaps the transfer;
+// afterwards it owns the finished segment r+1. In all-gather step s it
+// forwards segment r+1-s and receives segment r-s straight into place.
+//
+// The partials live in scratch (two buffers, since step s's send still
+// reads the partial step s-1 produced) and only the last reduce-scatter
+// step writes `data`: a rank posts step s's sends only after step s-1's
+// receives passed their signature check, so the first chunk of the last
+// step reaching a rank means the P-1 neighbouring pairs ending at it all
+// agreed, i.e. every rank agrees. Ranks that disagree (a different op or
+// count) fail with every output as it was.
 void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -97,48 +101,53 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const size_t maxSeg = counts[0];
   const size_t chunk = std::max<size_t>(1, pipelineChunkBytes(maxSeg * es) / es);
   const size_t maxChunks = std::max<size_t>(1, ceilDiv(maxSeg, chunk));
-  const int steps = 2 * (p - 1);
-  MESHCOMM_CHECK(static_cast<size_t>(steps + 1) * maxChunks < Comm::kStepsPerPhase,
+  MESHCOMM_CHECK(static_cast<size_t>(2 * p) * maxChunks < Comm::kStepsPerPhase,
                  "ring schedule too long; raise MESHCOMM_CHUNK_BYTES");
-  // Two staging areas: step t+1's receives are posted while step t still
-  // reduces out of the other one.
-  uint8_t* staging = comm.scratch(Scratch::kRecv, 2 * maxSeg * es);
-  auto tagOf = [&](int step, size_t k) {
-    return static_cast<uint32_t>(static_cast<size_t>(step) * maxChunks + k);
-  };
-  auto segmentOf = [&](int step) { return wrap(r, -step - 1, p); };  // received in `step`
-  auto landing = [&](int step) {
-    return step < p - 1 ? staging + static_cast<size_t>(step % 2) * maxSeg * es
-                        : data + offs[segmentOf(step)] * es;
-  };
-  auto postReceives = [&](int step) {
-    std::vector<RequestPtr> out;
-    if (step >= steps) return out;
-    for (const Chunk& c : chunksOf(counts[segmentOf(step)], chunk)) {
-      out.push_back(comm.recv(left, tagOf(step, out.size()), landing(step) + c.offset * es,
-                              c.count * es));
-    }
-    return out;
-  };
+  // A segment arrives in one of two buffers and is reduced there, in place,
+  // so it is the partial the next step sends: as cheap as reducing into
+  // `data` (the chunk just received is still in cache), without writing it.
+  uint8_t* partial[2] = {comm.scratch(Scratch::kPartialA, maxSeg * es),
+                         comm.scratch(Scratch::kPartialB, maxSeg * es)};
 
-  const std::vector<Chunk> own = chunksOf(counts[r], chunk);
-  for (size_t k = 0; k < own.size(); ++k) {
-    comm.send(right, tagOf(0, k), data + (offs[r] + own[k].offset) * es, own[k].count * es);
-  }
-  std::vector<RequestPtr> receives = postReceives(0);
-  for (int t = 0; t < steps; ++t) {
-    std::vector<RequestPtr> next = postReceives(t + 1);
-    const int seg = segmentOf(t);
-    const std::vector<Chunk> in = chunksOf(counts[seg], chunk);
-    for (size_t k = 0; k < in.size(); ++k) {
-      comm.wait(std::span<const RequestPtr>(&receives[k], 1));
-      uint8_t* at = data + (offs[seg] + in[k].offset) * es;
-      if (t < p - 1) reduce::reduceInPlace(op, dtype, at, landing(t) + in[k].offset * es, in[k].count);
-      if (t + 1 < steps) comm.send(right, tagOf(t + 1, k), at, in[k].count * es);
+  const uint8_t* sending = data + offs[r] * es;
+  for (int s = 0; s < p - 1; ++s) {
+    const int sendSeg = wrap(r, -s, p);
+    const int recvSeg = wrap(r, -s - 1, p);
+    const bool last = s == p - 2;
+    const auto base = static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks);
+    const std::vector<Chunk> out = chunksOf(counts[sendSeg], chunk);
+    for (size_t k = 0; k < out.size(); ++k) {
+      comm.send(right, base + static_cast<uint32_t>(k), sending + out[k].offset * es,
+                out[k].count * es);
     }
-    receives = std::move(next);
+    uint8_t* arrived = partial[s % 2];
+    const std::vector<Chunk> in = chunksOf(counts[recvSeg], chunk);
+    std::vector<RequestPtr> recvs;
+    for (size_t k = 0; k < in.size(); ++k) {
+      recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
+                                arrived + in[k].offset * es, in[k].count * es));
+    }
+    uint8_t* own = data + offs[recvSeg] * es;
+    for (size_t k = 0; k < in.size(); ++k) {
+      comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
+      const size_t o = in[k].offset * es;
+      if (last) {
+        reduce::reduceInPlace(op, dtype, own + o, arrived + o, in[k].count);
+      } else {
+        reduce::reduceInPlace(op, dtype, arrived + o, own + o, in[k].count);
+      }
+    }
+    comm.waitAll();
+    sending = arrived;
   }
-  comm.waitAll();
+  for (int s = 0; s < p - 1; ++s) {
+    const int sendSeg = wrap(r, 1 - s, p);
+    const int recvSeg = wrap(r, -s, p);
+    const auto step = static_cast<uint32_t>(static_cast<size_t>(p - 1 + s) * maxChunks);
+    comm.send(right, step, data + offs[sendSeg] * es, counts[sendSeg] * es);
+    comm.recv(left, step, data + offs[recvSeg] * es, counts[recvSeg] * es);
+    comm.waitAll();
+  }
 }
 
 }  // namespace

@@ -6,7 +6,15 @@
 // k+1 and broadcasts piece k-1 in shared memory. Done one phase after the
 // other, the link idles during both shared-memory phases, which on a
 // 1 Gbit/s link cost as much as a fifth of the call (docs/tuning.md).
+//
+// A leader sums its host in scratch and copies the result to its output
+// only once the leaders' all_reduce succeeded: that exchange is where ranks
+// on different hosts first compare signatures, so a rank elsewhere that
+// disagrees (a different op or count) leaves every output as it was. The
+// other ranks of a host write their outputs only in the final broadcast,
+// which starts after their leader's exchange succeeded.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "collectives/all_reduce/variants.h"
@@ -27,6 +35,11 @@ namespace {
 // each direction, as the ring's would, in one step instead of two, and
 // both leaders add the same two values (op is commutative), so every rank
 // ends with identical bits.
+//
+// A leader sums its host's piece in scratch, not in its output, and writes
+// the output only once the other leader's sum of that piece arrived (its
+// signature checked): so here too a rank of the other host that disagrees
+// leaves every output as it was.
 void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
                    const std::vector<int>& leaders, const std::vector<Chunk>& pieces) {
   const int leader = localLeader(comm, leaders);
@@ -41,6 +54,9 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
   // one piece k-1 has left.
   uint8_t* staging = lead ? comm.scratch(Scratch::kRecv, 2 * maxPiece * es) : nullptr;
   auto stage = [&](size_t k) { return staging + (k % 2) * maxPiece * es; };
+  // The host's sums alternate the same way: piece k's is sent from here.
+  uint8_t* sums = lead ? comm.scratch(Scratch::kHostPartial, 2 * maxPiece * es) : nullptr;
+  auto sum = [&](size_t k) { return sums + (k % 2) * maxPiece * es; };
 
   // Piece k is final on the leader once the exchange is over and the other
   // host's sum is added; then the host gets it.
@@ -49,6 +65,7 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
     if (lead) {
       const RequestPtr both[] = {sent[k], received[k]};
       comm.wait(both);
+      std::memcpy(at, sum(k), pieces[k].count * es);
       reduce::reduceInPlace(op, dtype, at, stage(k), pieces[k].count);
     }
     if (shared) {
@@ -57,15 +74,21 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
     }
   };
   for (size_t k = 0; k < pieces.size(); ++k) {
-    uint8_t* at = data + pieces[k].offset * es;
+    // The leader reduces into its scratch copy (the root's buffer of a
+    // shared-memory reduce is its result); the others' inputs stay read-only.
+    uint8_t* mine = data + pieces[k].offset * es;
+    if (lead) {
+      std::memcpy(sum(k), mine, pieces[k].count * es);
+      mine = sum(k);
+    }
     if (shared) {
       ShmOp local = comm.shmOp();
-      shm::reduce(local, at, pieces[k].count, dtype, op, leader);
+      shm::reduce(local, mine, pieces[k].count, dtype, op, leader);
     }
     if (lead) {
       const auto step = static_cast<uint32_t>(k);
       received[k] = comm.recv(otherLeader, step, stage(k), pieces[k].count * es);
-      sent[k] = comm.send(otherLeader, step, at, pieces[k].count * es);
+      sent[k] = comm.send(otherLeader, step, mine, pieces[k].count * es);
     }
     if (k > 0) finish(k - 1);
   }
@@ -89,18 +112,26 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
     }
   }
   const int leader = localLeader(comm, leaders);
+  const bool leads = isLeader(comm, leaders);
+  const size_t bytes = count * dtypeSize(dtype);
+  void* host = data;
+  if (leads && bytes > 0) {
+    host = comm.scratch(Scratch::kHostPartial, bytes);
+    std::memcpy(host, data, bytes);
+  }
   if (comm.hasShmDomain()) {
     ShmOp local = comm.shmOp();
-    shm::reduce(local, data, count, dtype, op, leader);
+    shm::reduce(local, host, count, dtype, op, leader);
   }
-  if (isLeader(comm, leaders)) {
+  if (leads) {
     SubsetTransport among(comm.transport(), leaders);
     Comm across = comm.subComm(among);
-    collectives::allReduce(across, data, count, dtype, op);
+    collectives::allReduce(across, host, count, dtype, op);
+    if (host != data) std::memcpy(data, host, bytes);
   }
   if (comm.hasShmDomain()) {
     ShmOp local = comm.shmOp();
-    shm::broadcast(local, data, count * dtypeSize(dtype), leader);
+    shm::broadcast(local, data, bytes, leader);
   }
 }
 

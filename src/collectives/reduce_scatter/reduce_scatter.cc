@@ -7,6 +7,12 @@
 // At the last step that block is r itself, combined straight into the
 // output. Partials alternate between two buffers, since step s's send
 // still reads the partial step s-1 produced.
+//
+// Only the last step writes the output. A rank posts step s's sends only
+// after step s-1's receives passed their signature check, so the first
+// chunk of the last step reaching a rank means the P-1 neighbouring pairs
+// ending at it all agreed: a rank with a different op or count leaves
+// every output as it was.
 #include <algorithm>
 #include <cstring>
 #include <utility>
