@@ -42,7 +42,7 @@ struct AgreementCase {
 TensorRef ref(std::vector<int32_t>& v) { return TensorRef{v.data(), static_cast<int64_t>(v.size()), DType::kInt32}; }
 
 std::vector<AgreementCase> agreementCases() {
-  const int odd = 1;  // the rank that disagrees where only one does
+  constexpr int odd = 1;  // the rank that disagrees where only one does
   auto selfRoot = [](const char* arg) {
     return [arg](int) {
       return std::vector<std::string>{std::string("different ") + arg + ": rank 0 passes 0, rank 1 passes 1"};
@@ -64,7 +64,7 @@ std::vector<AgreementCase> agreementCases() {
        },
        selfRoot("src")},
       {"broadcast, one rank names another src",
-       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
          b.output.assign(static_cast<size_t>(n), own(pg.rank()));
          OpOptions o;
          o.root = pg.rank() == odd ? pg.size() - 1 : 0;
@@ -80,7 +80,7 @@ std::vector<AgreementCase> agreementCases() {
        },
        selfRoot("dst")},
       {"reduce, different ops",
-       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
          b.output.assign(static_cast<size_t>(n), own(pg.rank()));
          OpOptions o;
          o.op = pg.rank() == odd ? ReduceOp::kMax : ReduceOp::kSum;
@@ -99,7 +99,7 @@ std::vector<AgreementCase> agreementCases() {
        },
        selfRoot("dst")},
       {"gather_into_tensor, one rank names another dst",
-       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
          b.input.assign(static_cast<size_t>(n), own(pg.rank()));
          b.output.assign(static_cast<size_t>(n * pg.size()), kUntouched);
          OpOptions o;
@@ -108,7 +108,7 @@ std::vector<AgreementCase> agreementCases() {
        },
        oneOff("dst")},
       {"scatter, one rank names another src",
-       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
          b.output.assign(static_cast<size_t>(n), kUntouched);
          b.list.assign(static_cast<size_t>(pg.size()), std::vector<int32_t>(static_cast<size_t>(n), own(pg.rank())));
          std::vector<TensorRef> ins;
@@ -128,7 +128,7 @@ std::vector<AgreementCase> agreementCases() {
        },
        selfRoot("src")},
       {"all_to_all_single, split sizes that do not match",
-       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
          // The odd rank expects one element more from rank 0 than rank 0 sends.
          const int p = pg.size();
          std::vector<int64_t> sends(static_cast<size_t>(p), n), recvs = sends;
@@ -142,7 +142,7 @@ std::vector<AgreementCase> agreementCases() {
                                          "output_split_sizes[0]"};
        }},
       {"all_gather_into_tensor_uneven, different split sizes",
-       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
          // The odd rank gives rank 0 one element more (and its output one more).
          const int p = pg.size();
          std::vector<int64_t> splits(static_cast<size_t>(p), n);
@@ -153,7 +153,7 @@ std::vector<AgreementCase> agreementCases() {
        },
        [](int) { return std::vector<std::string>{"different output_split_sizes: rank 0 passes [", "rank 1 passes ["}; }},
       {"reduce_scatter_tensor_uneven, different split sizes",
-       [odd](ProcessGroup& pg, int64_t n, Buffers& b) {
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
          const int p = pg.size();
          std::vector<int64_t> splits(static_cast<size_t>(p), n);
          if (pg.rank() == odd) splits[0] += 1;
