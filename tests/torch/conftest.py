@@ -10,9 +10,11 @@ raised. Every run has a hard deadline: past it the ranks still running are
 killed and the test fails saying which ones hung.
 """
 
+import faulthandler
 import multiprocessing
 import os
 import queue
+import signal
 import socket
 import sys
 import time
@@ -38,6 +40,10 @@ def free_port():
 
 
 def _entry(fn, rank, size, port, results, args):
+    # On a hang the test asks every rank still running for its Python
+    # stacks (SIGUSR2), then for its flight recorder (SIGUSR1, meshcomm's
+    # handler while a group exists), before it kills them.
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
     try:
         # The ranks share a few cores; torch's intra-op pool would make
         # every rank's threads compete with every other rank's.
@@ -80,6 +86,11 @@ def run_ranks(fn, size, *args, timeout=150, expect_errors=False):
     for p in procs:
         p.join(max(0.0, min(10.0, deadline - time.monotonic())))
     hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    if hung:
+        for sig in (signal.SIGUSR2, signal.SIGUSR1):
+            for r in hung:
+                os.kill(procs[r].pid, sig)
+            time.sleep(1.0)
     for r in hung:
         procs[r].kill()
         procs[r].join()
