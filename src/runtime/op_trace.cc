@@ -114,54 +114,45 @@ uint64_t OpTrace::enqueued(const TracedGroup& group, const char* op, const Messa
   return recorder->issue(what, FlightRecorder::now(), false, 0);
 }
 
-OpTrace OpTrace::collective(TracedGroup& group, uint64_t issued, const char* op,
-                            const MessageSignature& sig, uint64_t seq, Route route) {
+OpTrace OpTrace::begin(TracedGroup& group, uint64_t issued, const char* op, uint64_t seq,
+                       FlightRecorder::Issue what) {
   OpTrace t;
-  if (!enabled()) return t;
   t.group_ = &group;
   t.op_ = op;
   t.seq_ = seq;
-  t.bytes_ = sig.opCount * dtypeSize(static_cast<DType>(sig.dtype));
-  t.transport_ = static_cast<uint8_t>(route);
   t.startTicks_ = FlightRecorder::now();
   if (FlightRecorder* recorder = FlightRecorder::instance()) {
     if (issued != 0) {
       recorder->start(issued, seq, t.startTicks_);
       t.id_ = issued;
     } else {
-      FlightRecorder::Issue what;
       what.group = group.index();
       what.op = op;
-      what.dtype = sig.dtype;
-      what.count = sig.opCount;
-      what.rootOrPeer = rootOf(sig);
       t.id_ = recorder->issue(what, t.startTicks_, true, seq);
     }
   }
   return t;
 }
 
+OpTrace OpTrace::collective(TracedGroup& group, uint64_t issued, const char* op,
+                            const MessageSignature& sig, uint64_t seq, Route route) {
+  if (!enabled()) return OpTrace();
+  FlightRecorder::Issue what;
+  what.dtype = sig.dtype;
+  what.count = sig.opCount;
+  what.rootOrPeer = rootOf(sig);
+  OpTrace t = begin(group, issued, op, seq, what);
+  t.bytes_ = sig.opCount * dtypeSize(static_cast<DType>(sig.dtype));
+  t.transport_ = static_cast<uint8_t>(route);
+  return t;
+}
+
 OpTrace OpTrace::pointToPoint(TracedGroup& group, uint64_t issued, const char* op,
                               uint64_t seq) {
-  OpTrace t;
-  if (!enabled()) return t;
-  t.group_ = &group;
-  t.op_ = op;
-  t.seq_ = seq;
-  t.startTicks_ = FlightRecorder::now();
-  if (FlightRecorder* recorder = FlightRecorder::instance()) {
-    if (issued != 0) {
-      recorder->start(issued, seq, t.startTicks_);
-      t.id_ = issued;
-    } else {
-      FlightRecorder::Issue what;
-      what.group = group.index();
-      what.op = op;
-      what.pointToPoint = true;
-      t.id_ = recorder->issue(what, t.startTicks_, true, seq);
-    }
-  }
-  return t;
+  if (!enabled()) return OpTrace();
+  FlightRecorder::Issue what;
+  what.pointToPoint = true;
+  return begin(group, issued, op, seq, what);
 }
 
 void OpTrace::posted(const std::vector<RequestPtr>& requests, const Placement& placement,

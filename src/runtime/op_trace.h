@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collectives/tuning.h"
+#include "runtime/flight_recorder.h"
 #include "transport/placement.h"
 #include "transport/transport.h"
 
@@ -75,6 +76,11 @@ class OpTrace {
   std::exception_ptr failed(const std::exception_ptr& error, Algorithm algorithm = Algorithm::kAuto);
 
  private:
+  // What collective() and pointToPoint() share: the trace starts now, and
+  // the recorder starts the record the call queued (`issued`), or issues
+  // `what` as a record already started.
+  static OpTrace begin(TracedGroup& group, uint64_t issued, const char* op, uint64_t seq,
+                       FlightRecorder::Issue what);
   void finish(bool ok, Algorithm algorithm, const char* error);
 
   TracedGroup* group_ = nullptr;  // null: nothing to record or trace
