@@ -359,18 +359,26 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         stage.finish()
         return DoneWork(output_tensors)
 
-    def _all_gather_single(self, output, input, opts, what="all_gather_into_tensor"):
-        if opts is None:
-            opts = dist.AllgatherOptions()
+    def _stage_blocks(self, output, input, what, whole):
+        """Stages `output` and `input` of a call where `whole` ("output" or
+        "input") holds one block of the other per rank; checks that their
+        dtypes agree and the sizes fit. Returns (staging, input, output)."""
         stage = Staging()
         src = stage.read(input, what)
         dst = stage.write(output, what)
         if dst.dtype != src.dtype:
             raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from input "
                                        f"dtype {src.dtype}")
-        if dst.numel() != src.numel() * self._size:
-            raise InvalidArgumentError(f"{what}: output has {dst.numel()} elements, expected "
-                                       f"{self._size} x {src.numel()} (group size x input)")
+        big, block, other = (dst, src, "input") if whole == "output" else (src, dst, "output")
+        if big.numel() != block.numel() * self._size:
+            raise InvalidArgumentError(f"{what}: {whole} has {big.numel()} elements, expected "
+                                       f"{self._size} x {block.numel()} (group size x {other})")
+        return stage, src, dst
+
+    def _all_gather_single(self, output, input, opts, what="all_gather_into_tensor"):
+        if opts is None:
+            opts = dist.AllgatherOptions()
+        stage, src, dst = self._stage_blocks(output, input, what, whole="output")
         self._run(self._group().all_gather_into_tensor, desc(dst), desc(src), _ms(opts.timeout))
         stage.finish()
         return DoneWork([output])
@@ -425,15 +433,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     def _reduce_scatter_single(self, output, input, opts, what="reduce_scatter_tensor"):
         if opts is None:
             opts = dist.ReduceScatterOptions()
-        stage = Staging()
-        src = stage.read(input, what)
-        dst = stage.write(output, what)
-        if dst.dtype != src.dtype:
-            raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from input "
-                                       f"dtype {src.dtype}")
-        if src.numel() != dst.numel() * self._size:
-            raise InvalidArgumentError(f"{what}: input has {src.numel()} elements, expected "
-                                       f"{self._size} x {dst.numel()} (group size x output)")
+        stage, src, dst = self._stage_blocks(output, input, what, whole="input")
         code = native_op(opts.reduceOp, dst.dtype, what)
         opc = _t.op_code(opts.reduceOp)
         timeout_ms = _ms(opts.timeout)
