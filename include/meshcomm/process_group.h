@@ -131,6 +131,11 @@ class MESHCOMM_API ProcessGroup {
   // the order both were issued; sizes and dtypes must agree.
   WorkPtr send(TensorRef data, int dst, const OpOptions& options = {});
   WorkPtr recv(TensorRef data, int src, const OpOptions& options = {});
+  // Receives the first message with options.tag that any other rank sends
+  // (MPI_ANY_SOURCE); the Work's sourceRank() names the sender. Among the
+  // receives a message could match, the earliest issued takes it, whether
+  // it names its source or not.
+  WorkPtr recvAnySource(TensorRef data, const OpOptions& options = {});
   // All sends and receives progress together, so no listing order deadlocks.
   // Errors about a batch of one name it send or recv, as if issued so.
   WorkPtr batchIsendIrecv(const std::vector<P2POp>& ops, const OpOptions& options = {});

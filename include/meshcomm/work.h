@@ -39,10 +39,14 @@ class MESHCOMM_API Work {
   std::exception_ptr exception() const;
   // "all_reduce #12 on group mccl_world_group" and the like.
   const std::string& description() const { return description_; }
+  // For a completed receive (recv, recvAnySource): the group rank its
+  // message came from. -1 for every other operation, and until completion.
+  int sourceRank() const;
 
   // Called by the executor: marks the operation done, with or without an
   // error, and wakes every waiter. Only the first call has an effect.
-  void complete(std::exception_ptr error = nullptr);
+  // `sourceRank`: what sourceRank() will say.
+  void complete(std::exception_ptr error = nullptr, int sourceRank = -1);
 
  private:
   const std::string description_;
@@ -55,6 +59,7 @@ class MESHCOMM_API Work {
   // paths: error_ is set before done_ is, and never changes afterwards.
   std::atomic<bool> done_{false};
   std::exception_ptr error_;  // written under mu_; read once done_ is true
+  int sourceRank_ = -1;       // as error_
 };
 
 }  // namespace meshcomm

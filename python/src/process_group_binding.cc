@@ -488,6 +488,19 @@ void bindGroup(py::module_& m) {
           "Why the group is broken (an exception), or None while it is healthy.");
 
   defineOperations(g);
+  // Not one of the reference API's operations: torch.distributed's recv
+  // without a source (the torch backend) uses it.
+  g.def(
+      "recv_any_source",
+      [](ProcessGroup& p, py::handle tensor, int tag, int64_t timeoutMs, bool blocking) {
+        OpOptions o = options(timeoutMs, blocking);
+        o.tag = tag;
+        TensorRef t = toRef(tensor, true);
+        return issue(blocking, [&] { return p.recvAnySource(t, o); });
+      },
+      "tensor"_a, "tag"_a, "timeout_ms"_a, "blocking"_a,
+      "Receive the first message with `tag` from any rank; the Work's source_rank names the "
+      "sender.");
 }
 
 }  // namespace

@@ -110,7 +110,10 @@ void initWork(py::module_& m) {
             if (auto e = w.exception()) std::rethrow_exception(e);
           },
           "Raise the error that ended the operation, if any (translated to its Python class).")
-      .def_property_readonly("description", &Work::description);
+      .def_property_readonly("description", &Work::description)
+      .def_property_readonly("source_rank", &Work::sourceRank,
+                             "For a completed receive, the group rank that sent its message; "
+                             "-1 otherwise.");
 
   m.def(
       "set_wait_spin_us", [](int64_t us) { gSpinUs.store(us < 0 ? 0 : us); }, py::arg("us"),

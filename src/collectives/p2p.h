@@ -15,4 +15,8 @@ namespace meshcomm {
 // together, so no listing order can deadlock.
 std::vector<RequestPtr> postPointToPoint(Transport& transport, const std::vector<P2POp>& ops);
 
+// Posts a receive of the first message with `tag` from any peer; the
+// request's peer names the sender once it is done.
+RequestPtr postReceiveFromAny(Transport& transport, TensorRef tensor, int tag);
+
 }  // namespace meshcomm

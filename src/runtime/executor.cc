@@ -154,6 +154,17 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
   return work;
 }
 
+namespace {
+
+// What Work::sourceRank() says once `pending` succeeded: the sender of a
+// single receive.
+int sourceOf(const Executor::Pending& pending) {
+  if (pending.requests.size() != 1 || pending.requests.front()->isSend) return -1;
+  return pending.requests.front()->peer;
+}
+
+}  // namespace
+
 void Executor::run(Task& task) {
   try {
     throwIfBroken();
@@ -162,7 +173,7 @@ void Executor::run(Task& task) {
     for (const auto& r : pending.requests) done = done && r->done();
     if (done) {
       if (pending.finished) pending.finished(nullptr);
-      task.work->complete();
+      task.work->complete(nullptr, sourceOf(pending));
     } else {
       inFlight_.push_back(InFlight{task.work, std::move(pending)});
       MutexLock lock(mu_);
@@ -195,7 +206,7 @@ void Executor::reapInFlight() {
     for (const auto& r : f.pending.requests) done = done && r->done();
     if (broken || done) {
       if (f.pending.finished) f.pending.finished(broken);
-      f.work->complete(broken);
+      f.work->complete(broken, sourceOf(f.pending));
       inFlight_.erase(inFlight_.begin() + static_cast<ptrdiff_t>(i));
       continue;
     }

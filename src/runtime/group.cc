@@ -115,16 +115,18 @@ WorkPtr GroupImpl::runPointToPoint(
             std::rethrow_exception(error);
           }
           trace.completed();
-          return {};
+          // Done: the executor completes the Work, naming a receive's source.
+          return {std::move(requests), ctx.deadline, {}, {}};
         }
         // Name the peers, as the blocking path's timeout does.
         std::set<int> peers;
         for (const auto& r : requests) peers.insert(r->peer);
         std::string during = ctx.describe() + " with";
         for (int peer : peers) {
-          during += std::string(peer == *peers.begin() ? " " : ", ") + "rank " +
-                    std::to_string(peer) + " (world rank " +
-                    std::to_string(config_.worldRanks[static_cast<size_t>(peer)]) + ")";
+          during += peer == *peers.begin() ? " " : ", ";
+          during += peer == kAnyPeer ? std::string("any rank")
+                                     : "rank " + std::to_string(peer) + " (world rank " +
+                                           std::to_string(config_.worldRanks[static_cast<size_t>(peer)]) + ")";
         }
         return {std::move(requests), ctx.deadline, std::move(during),
                 [trace](const std::exception_ptr& error) mutable {

@@ -166,7 +166,8 @@ void OpTrace::posted(const std::vector<RequestPtr>& requests, const Placement& p
     count += r->signature.opCount;
     bytes_ += r->bytes;
     if (local) {
-      local = placement.hostOf[static_cast<size_t>(r->peer)] ==
+      // A receive from any peer may be served by another host.
+      local = r->peer != kAnyPeer && placement.hostOf[static_cast<size_t>(r->peer)] ==
               placement.hostOf[static_cast<size_t>(rank)];
     }
   }

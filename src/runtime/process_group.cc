@@ -497,6 +497,16 @@ WorkPtr ProcessGroup::recv(TensorRef data, int src, const OpOptions& o) {
   return batchIsendIrecv({P2POp{P2POp::Kind::kRecv, data, src, o.tag}}, o);
 }
 
+WorkPtr ProcessGroup::recvAnySource(TensorRef data, const OpOptions& o) {
+  Call call(Operation::kRecv, *impl_);
+  call.tensor(data, "tensor");
+  if (size() < 2) call.fail("there is no other rank in the group to receive from");
+  if (o.tag < 0) call.fail("tags must be non-negative, got " + std::to_string(o.tag));
+  return impl_->runPointToPoint(call.name(), o, [data, tag = o.tag](Transport& t, const OpContext&) {
+    return std::vector<RequestPtr>{postReceiveFromAny(t, data, tag)};
+  });
+}
+
 WorkPtr ProcessGroup::batchIsendIrecv(const std::vector<P2POp>& ops, const OpOptions& o) {
   // A batch of one is named after what it does, as send and recv are.
   const Operation op = ops.size() != 1                   ? Operation::kBatchIsendIrecv

@@ -27,11 +27,16 @@ std::exception_ptr Work::exception() const {
   return done_.load(std::memory_order_acquire) ? error_ : nullptr;
 }
 
-void Work::complete(std::exception_ptr error) {
+int Work::sourceRank() const {
+  return done_.load(std::memory_order_acquire) ? sourceRank_ : -1;
+}
+
+void Work::complete(std::exception_ptr error, int sourceRank) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_.load(std::memory_order_relaxed)) return;
     error_ = std::move(error);
+    sourceRank_ = error_ ? -1 : sourceRank;
     done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();

@@ -193,8 +193,8 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   setup.advertiseHost = advertiseHost;
   setup.authToken = authToken;
   setup.spin = spin;
-  setup.maxUnexpectedBytes =
-      static_cast<size_t>(envIntOr("MESHCOMM_MAX_UNEXPECTED_BYTES", int64_t{1} << 30));
+  setup.maxUnexpectedBytes = static_cast<size_t>(envIntOr(
+      "MESHCOMM_MAX_UNEXPECTED_BYTES", static_cast<int64_t>(kDefaultMaxUnexpectedBytes)));
   setup.oversubscribed = oversubscribed;
   setup.describeSignature = describeSignature;
   GroupTransport links = createGroupTransport(setup);

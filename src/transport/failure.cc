@@ -44,7 +44,9 @@ std::string awaitedPeers(std::span<const RequestPtr> requests,
                          const std::function<std::string(int peer)>& describePeer) {
   std::set<std::string> waitingOn;
   for (const auto& r : requests) {
-    if (!r->done()) waitingOn.insert(describePeer(r->peer) + (r->isSend ? " to receive" : " to send"));
+    if (r->done()) continue;
+    const std::string who = r->peer == kAnyPeer ? std::string("any rank") : describePeer(r->peer);
+    waitingOn.insert(who + (r->isSend ? " to receive" : " to send"));
   }
   std::string peers;
   for (const auto& w : waitingOn) peers += (peers.empty() ? "" : ", ") + w;

@@ -6,7 +6,11 @@
 
 namespace meshcomm {
 
-GroupTransport createGroupTransport(const LinkSetup& setup) {
+GroupTransport createGroupTransport(const LinkSetup& groupSetup) {
+  // One matcher for all the links: a receive from any peer must see the
+  // messages of every link, and the buffering limit is the group's.
+  LinkSetup setup = groupSetup;
+  setup.matcher = std::make_shared<ReceiveMatcher>(setup.maxUnexpectedBytes);
   GroupTransport group;
   group.placement = setup.placement;
   const size_t members = setup.worldRanks.size();
@@ -35,7 +39,8 @@ GroupTransport createGroupTransport(const LinkSetup& setup) {
   group.route = routeOf(group.placement, sharedMemoryInUse);
   group.transport = links.size() == 1
                         ? std::move(links.front())
-                        : std::make_unique<RoutedTransport>(std::move(links), std::move(linkOf));
+                        : std::make_unique<RoutedTransport>(std::move(links), std::move(linkOf),
+                                                            setup.matcher);
   return group;
 }
 

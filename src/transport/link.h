@@ -35,7 +35,10 @@ struct LinkSetup {
   std::string advertiseHost;             // where peers on other hosts reach this rank
   std::string authToken;                 // empty: connections are not authenticated
   std::chrono::microseconds spin{50};    // busy-wait before sleeping
-  size_t maxUnexpectedBytes = size_t{1} << 30;
+  size_t maxUnexpectedBytes = kDefaultMaxUnexpectedBytes;
+  // Shared by the inboxes of every link of the group; made by
+  // createGroupTransport from maxUnexpectedBytes.
+  std::shared_ptr<ReceiveMatcher> matcher;
   bool oversubscribed = false;  // this host's ranks of the job outnumber its cores
   Inbox::Describe describeSignature;
 };

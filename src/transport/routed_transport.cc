@@ -8,8 +8,8 @@
 namespace meshcomm {
 
 RoutedTransport::RoutedTransport(std::vector<std::unique_ptr<Transport>> links,
-                                 std::vector<int> linkOf)
-    : links_(std::move(links)), linkOf_(std::move(linkOf)) {
+                                 std::vector<int> linkOf, std::shared_ptr<ReceiveMatcher> matcher)
+    : links_(std::move(links)), linkOf_(std::move(linkOf)), matcher_(std::move(matcher)) {
   MESHCOMM_CHECK(links_.size() >= 2, "a routed transport composes several links");
   for (const auto& link : links_) {
     MESHCOMM_CHECK(link->rank() == links_.front()->rank() && link->size() == links_.front()->size());
@@ -29,6 +29,22 @@ RequestPtr RoutedTransport::postRecv(int peer, uint64_t tag, const MessageSignat
   return route(peer).postRecv(peer, tag, sig, data, bytes);
 }
 
+RequestPtr RoutedTransport::postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
+                                        size_t bytes) {
+  throwIfBroken();
+  RequestPtr r = makeRequest(false, kAnyPeer, tag, sig, data, bytes);
+  try {
+    for (int peer = 0; peer < size(); ++peer) {
+      if (peer != rank()) route(peer).expectFrom(peer);
+    }
+    matcher_->postAny(r, "receiving from any rank");
+  } catch (...) {
+    abort(std::current_exception());
+    throw;
+  }
+  return r;
+}
+
 void RoutedTransport::throwIfBroken() const {
   if (auto broken = brokenError()) std::rethrow_exception(broken);
 }
@@ -38,6 +54,10 @@ void RoutedTransport::wait(std::span<const RequestPtr> requests, const OpContext
   int only = -1;  // the one link every request goes over, if there is one
   bool several = false;
   for (const auto& r : requests) {
+    if (r->peer == kAnyPeer) {  // may arrive over any link
+      several = true;
+      continue;
+    }
     const int link = linkOf_[static_cast<size_t>(r->peer)];
     if (only < 0) only = link;
     several = several || link != only;

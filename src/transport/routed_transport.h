@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "transport/receive_matcher.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
@@ -23,9 +24,11 @@ class RoutedTransport final : public Transport {
   // links: in registry order, the broadest (the network) first.
   // linkOf[peer]: the index into `links` of the link that carries the
   // messages to and from group rank `peer` (-1 for this rank itself).
+  // `matcher`: the one every link's inboxes share.
   // REQUIRES: two links or more, all speaking for the same rank of the
   // same group.
-  RoutedTransport(std::vector<std::unique_ptr<Transport>> links, std::vector<int> linkOf);
+  RoutedTransport(std::vector<std::unique_ptr<Transport>> links, std::vector<int> linkOf,
+                  std::shared_ptr<ReceiveMatcher> matcher);
 
   int rank() const override { return links_.front()->rank(); }
   int size() const override { return links_.front()->size(); }
@@ -33,6 +36,10 @@ class RoutedTransport final : public Transport {
                       size_t bytes) override;
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
                       size_t bytes) override;
+  // Each peer's link expects its messages; the receive waits in the
+  // shared matcher, where a message from any link finds it.
+  RequestPtr postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
+                         size_t bytes) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
@@ -47,6 +54,7 @@ class RoutedTransport final : public Transport {
 
   std::vector<std::unique_ptr<Transport>> links_;
   std::vector<int> linkOf_;
+  std::shared_ptr<ReceiveMatcher> matcher_;
 };
 
 }  // namespace meshcomm

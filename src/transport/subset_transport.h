@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/check.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
@@ -31,6 +32,11 @@ class SubsetTransport final : public Transport {
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
                       size_t bytes) override {
     return parent_.postRecv(ranks_[static_cast<size_t>(peer)], tag, sig, data, bytes);
+  }
+  // Subsets carry collectives, which always name their peers.
+  RequestPtr postRecvAny(uint64_t, const MessageSignature&, void*, size_t) override {
+    MESHCOMM_CHECK(false, "a receive from any peer on a subset of a group");
+    return nullptr;
   }
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override {
     parent_.wait(requests, ctx);

@@ -10,7 +10,10 @@
 // A receive matches the oldest unmatched message from its peer with the
 // same tag; the message's signature and size must equal the receive's, or
 // the operation fails with Mismatch. Messages with no matching receive yet
-// are buffered (bounded by MESHCOMM_MAX_UNEXPECTED_BYTES).
+// are buffered (bounded by MESHCOMM_MAX_UNEXPECTED_BYTES). A receive from
+// any peer (postRecvAny) takes the first message of its tag to arrive from
+// whichever peer; a message goes to the earliest-posted receive that
+// accepts it (transport/receive_matcher.h).
 //
 // Thread-safety: not thread-safe, except wakeProgress(). The group's
 // executor guarantees one thread at a time drives a transport: the holder
@@ -45,10 +48,14 @@ struct MessageSignature {
 // Passed to a signature describer when there is no message size to name.
 inline constexpr uint64_t kNoMessageBytes = ~uint64_t{0};
 
+// The peer of a receive from any peer until a message matches it.
+inline constexpr int kAnyPeer = -1;
+
 struct Request {
   enum class State { kPending, kDone, kFailed };
   bool isSend = false;
-  int peer = -1;
+  int peer = -1;  // kAnyPeer: a receive from any peer, not matched yet
+  uint64_t postStamp = 0;  // the receive's place in post order (ReceiveMatcher)
   uint64_t tag = 0;
   MessageSignature signature;
   uint8_t* data = nullptr;
@@ -112,6 +119,17 @@ class Transport {
                               const void* data, size_t bytes) = 0;
   virtual RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig,
                               void* data, size_t bytes) = 0;
+  // Queues a receive of the first message with `tag` from any peer; once
+  // done, the request's `peer` names the sender. For point-to-point tags
+  // only (collectives always know their peers). Peers that left the group
+  // cleanly are not waited for; a peer lost otherwise breaks the transport.
+  virtual RequestPtr postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
+                                 size_t bytes) = 0;
+  // Makes sure a message from `peer` can arrive before a receive naming
+  // it is posted (postRecvAny calls it for every peer; a routed transport
+  // for each peer on the link that carries it). TCP connects; a transport
+  // always connected does nothing.
+  virtual void expectFrom(int /*peer*/) {}
 
   // Drives progress until every request is done. Throws Timeout at
   // ctx.deadline (naming the peers still awaited), PeerLost, Mismatch or

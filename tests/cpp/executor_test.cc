@@ -36,6 +36,10 @@ class ReleasedTransport final : public Transport {
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature&, void*, size_t bytes) override {
     return post(false, peer, tag, bytes);
   }
+  // Rank 1, the only peer, is the sender it completes with.
+  RequestPtr postRecvAny(uint64_t tag, const MessageSignature&, void*, size_t bytes) override {
+    return post(false, kAnyPeer, tag, bytes);
+  }
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override {
     for (;;) {
       settle();
@@ -82,6 +86,7 @@ class ReleasedTransport final : public Transport {
   }
   void settle() {
     while (!pending_.empty() && completed_ < released_.load()) {
+      if (pending_.front()->peer == kAnyPeer) pending_.front()->peer = 1;
       pending_.front()->state = Request::State::kDone;
       pending_.pop_front();
       ++completed_;

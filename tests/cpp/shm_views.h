@@ -99,7 +99,8 @@ class TwoShmViews {
 // Point-to-point through a domain: group ranks 0 and 1 are local ranks 0
 // and 1.
 inline std::unique_ptr<ShmTransport> shmTransportOf(ShmDomain& view, size_t maxUnexpectedBytes = 1 << 20) {
-  return std::make_unique<ShmTransport>(view, view.localRank(), std::vector<int>{0, 1}, maxUnexpectedBytes,
+  return std::make_unique<ShmTransport>(view, view.localRank(), std::vector<int>{0, 1},
+                                        std::make_shared<ReceiveMatcher>(maxUnexpectedBytes),
                                         Inbox::Describe{});
 }
 

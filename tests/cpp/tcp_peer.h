@@ -110,7 +110,7 @@ inline TcpTransportOptions twoRankOptions(int rank, std::shared_ptr<Store> group
   o.worldRanks = {kPeerWorldRank, kTransportWorldRank};
   o.advertiseHost = "127.0.0.1";
   o.groupStore = std::move(groupStore);
-  o.maxUnexpectedBytes = maxUnexpectedBytes;
+  o.matcher = std::make_shared<ReceiveMatcher>(maxUnexpectedBytes);
   return o;
 }
 

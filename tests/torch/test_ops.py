@@ -231,6 +231,21 @@ def _cases(torch, dist, dtype, gsize, grank):
             return [got]
         cases.append(("batch_isend_irecv", batch_p2p, [every[(grank - 1) % gsize]]))
 
+        # recv without src (recv_anysource): group rank 0 takes one message
+        # from every other rank, in whatever order they come, and learns
+        # each sender from what recv returns.
+        def recv_any(g):
+            if grank != 0:
+                dist.send(mine.clone(), dist.get_global_rank(g, 0), group=g, tag=7)
+                return []
+            got = [None] * (gsize - 1)
+            for _ in range(gsize - 1):
+                t = torch.zeros_like(mine)
+                sender = dist.get_group_rank(g, dist.recv(t, group=g, tag=7))
+                got[sender - 1] = t
+            return got
+        cases.append(("recv from any rank", recv_any, list(every[1:]) if grank == 0 else []))
+
     # Strided views: correct values, and the memory around them untouched.
     if dtype != torch.bool:
         sentinel = torch.full((N, 3), 99).to(dtype)

@@ -603,9 +603,16 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                                        self._complete_later))
 
     def recv_anysource(self, tensors, tag=0):
-        raise InvalidArgumentError("recv without a source rank (recv_anysource) is not supported "
-                                   "by the meshcomm backend: meshcomm matches each receive with "
-                                   "one peer; pass src=")
+        """torch.distributed.recv without src: the first message with `tag`
+        that any rank sends; the Work's _source_rank() names the sender."""
+        t = _one(tensors, "recv")
+        pg = self._group()
+        stage = Staging()
+        buf = stage.write(t, "recv")
+        native = self._submit(pg.recv_any_source, desc(buf), tag, 0)
+        return self._track(PendingWork(native, tensors, (t, buf),
+                                       stage.finish if stage.back else None,
+                                       self._complete_later))
 
     def _submit(self, method, *args):
         try:

@@ -168,3 +168,17 @@ class PendingWork(_TorchWork):
 
     def synchronize(self):
         pass
+
+    def _source_rank(self):
+        """For a completed receive, the group rank that sent its message
+        (what ``torch.distributed.recv`` without ``src`` returns)."""
+        if not self.is_completed() or self._error is not None:
+            raise RuntimeError(f"meshcomm: {self._native.description} has not completed "
+                               "successfully, so it has no source rank")
+        rank = self._native.source_rank
+        if rank < 0:
+            raise RuntimeError(f"meshcomm: {self._native.description} is not a receive, so it "
+                               "has no source rank")
+        return rank
+
+    source_rank = _source_rank

@@ -232,7 +232,7 @@ Link setUpSharedMemoryLink(const LinkSetup& o) {
     result.reaches[static_cast<size_t>(member)] = member != o.groupRank;
   }
   result.transport = std::make_unique<ShmTransport>(*result.sharedMemory, o.groupRank,
-                                                    std::move(localOf), o.maxUnexpectedBytes,
+                                                    std::move(localOf), o.matcher,
                                                     o.describeSignature);
   return result;
 }

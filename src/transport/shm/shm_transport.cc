@@ -59,8 +59,8 @@ void copyOut(const ShmDomain::Ring& ring, uint64_t position, uint8_t* to, size_t
 
 struct ShmTransport::Peer {
   Peer(int groupRank, int localRank, std::string name, const Inbox::Describe& describe,
-       UnexpectedBudget& budget)
-      : rank(groupRank), local(localRank), inbox(std::move(name), describe, budget) {}
+       ReceiveMatcher& matcher)
+      : rank(groupRank), local(localRank), inbox(groupRank, std::move(name), describe, matcher) {}
 
   int rank;
   int local;
@@ -71,23 +71,27 @@ struct ShmTransport::Peer {
   uint64_t consumed = 0;  // this rank's copy of the incoming ring's counter
   Inbox inbox;
 
-  // A send to it or a receive from it is unfinished.
-  bool busy() const { return !sends.empty() || inbox.hasPosted() || inbox.midMessage(); }
+  // A send to it or a receive naming it is unfinished: its departure or
+  // death fails this rank.
+  bool awaited() const { return !sends.empty() || inbox.hasPosted() || inbox.midMessage(); }
+  // Its ring needs draining: also for a receive from any peer, which does
+  // not wait for this one in particular.
+  bool busy() const { return awaited() || inbox.anyPending(); }
 };
 
 ShmTransport::ShmTransport(ShmDomain& domain, int groupRank, std::vector<int> localOf,
-                           size_t maxUnexpectedBytes, Inbox::Describe describe)
+                           std::shared_ptr<ReceiveMatcher> matcher, Inbox::Describe describe)
     : domain_(domain),
       rank_(groupRank),
       localOf_(std::move(localOf)),
       describe_(std::move(describe)),
-      budget_{maxUnexpectedBytes, 0} {
+      matcher_(std::move(matcher)) {
   MESHCOMM_CHECK(localOf_[static_cast<size_t>(rank_)] == domain_.localRank());
   peers_.resize(localOf_.size());
   for (size_t g = 0; g < localOf_.size(); ++g) {
     if (localOf_[g] < 0 || static_cast<int>(g) == rank_) continue;
     peers_[g] = std::make_unique<Peer>(static_cast<int>(g), localOf_[g],
-                                       describePeer(static_cast<int>(g)), describe_, budget_);
+                                       describePeer(static_cast<int>(g)), describe_, *matcher_);
   }
 }
 
@@ -120,6 +124,18 @@ RequestPtr ShmTransport::postRecv(int peer, uint64_t tag, const MessageSignature
   RequestPtr r = makeRequest(false, peer, tag, sig, data, bytes);
   try {
     peers_[static_cast<size_t>(peer)]->inbox.post(r, "receiving from " + describePeer(peer));
+  } catch (...) {
+    failAndRethrow();
+  }
+  return r;
+}
+
+RequestPtr ShmTransport::postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
+                                     size_t bytes) {
+  if (auto broken = brokenError()) std::rethrow_exception(broken);
+  RequestPtr r = makeRequest(false, kAnyPeer, tag, sig, data, bytes);
+  try {
+    matcher_->postAny(r, "receiving from any rank");
   } catch (...) {
     failAndRethrow();
   }
@@ -287,7 +303,7 @@ void ShmTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
 
 bool ShmTransport::pendingWith(int local) const {
   for (const auto& p : peers_) {
-    if (p && p->local == local && p->busy()) return true;
+    if (p && p->local == local && p->awaited()) return true;
   }
   return false;
 }

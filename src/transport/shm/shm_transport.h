@@ -33,7 +33,7 @@ class ShmTransport final : public Transport {
   // `localOf[g]` is group rank g's local rank in `domain`, or -1 if it is
   // on another host.
   ShmTransport(ShmDomain& domain, int groupRank, std::vector<int> localOf,
-               size_t maxUnexpectedBytes, Inbox::Describe describe);
+               std::shared_ptr<ReceiveMatcher> matcher, Inbox::Describe describe);
   ~ShmTransport() override;
 
   // Whether `peer` shares this host (and so can be posted to here).
@@ -45,6 +45,8 @@ class ShmTransport final : public Transport {
                       size_t bytes) override;
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
                       size_t bytes) override;
+  RequestPtr postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
+                         size_t bytes) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   // One pass over every ring: whether any byte moved. Throws (after
   // raising the abort line) what breaks the transport.
@@ -64,7 +66,7 @@ class ShmTransport final : public Transport {
   struct Peer;
 
   bool pushSends(Peer& p);
-  // Whether a send to, or a receive from, local rank `local` is unfinished.
+  // Whether a send to, or a receive naming, local rank `local` is unfinished.
   bool pendingWith(int local) const;
   bool drainRing(Peer& p, const std::string& during);
   // Raises the abort line with the current exception, fails every pending
@@ -77,7 +79,8 @@ class ShmTransport final : public Transport {
   int rank_;
   std::vector<int> localOf_;
   Inbox::Describe describe_;
-  UnexpectedBudget budget_;
+  // Before peers_: their inboxes detach from it when they go.
+  std::shared_ptr<ReceiveMatcher> matcher_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by group rank; null if remote or self
   std::exception_ptr broken_;
   Deadline::Clock::time_point nextPeerCheck_{};

@@ -14,7 +14,7 @@ Link setUpTcpLink(const LinkSetup& setup) {
   t.monitor = setup.monitor;
   t.authToken = setup.authToken;
   t.spin = setup.spin;
-  t.maxUnexpectedBytes = setup.maxUnexpectedBytes;
+  t.matcher = setup.matcher;
   t.describeSignature = setup.describeSignature;
   Link link;
   link.transport = std::make_unique<TcpTransport>(std::move(t));

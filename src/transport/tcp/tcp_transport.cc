@@ -35,8 +35,8 @@ struct TcpTransport::Pair {
   enum class State { kIdle, kAwaitingDial, kConnected, kClosed };
 
   Pair(int peerRank, std::string peerName, const Inbox::Describe& describe,
-       UnexpectedBudget& budget)
-      : peer(peerRank), inbox(std::move(peerName), describe, budget) {}
+       ReceiveMatcher& matcher)
+      : peer(peerRank), inbox(peerRank, std::move(peerName), describe, matcher) {}
 
   int peer;
   State state = State::kIdle;
@@ -58,14 +58,17 @@ struct TcpTransport::Pair {
 
   bool inPayload() const { return inAbort || inbox.midMessage(); }
   bool midMessage() const { return inHeaderFill > 0 || inPayload(); }
-  bool wantsRead() const { return inbox.hasPosted() || midMessage() || hangup; }
+  bool wantsRead() const {
+    return inbox.hasPosted() || inbox.anyPending() || midMessage() || hangup;
+  }
   bool active() const { return !sends.empty() || wantsRead(); }
 };
 
 TcpTransport::TcpTransport(TcpTransportOptions options)
     : options_(std::move(options)),
       wakeFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      budget_{options_.maxUnexpectedBytes, 0} {
+      matcher_(options_.matcher ? options_.matcher
+                                : std::make_shared<ReceiveMatcher>(kDefaultMaxUnexpectedBytes)) {
   MESHCOMM_CHECK(options_.rank >= 0 && options_.rank < size());
   MESHCOMM_CHECK(wakeFd_.valid(), "eventfd failed");
   pairs_.resize(options_.worldRanks.size());
@@ -87,7 +90,7 @@ std::string TcpTransport::describePeer(int peer) const {
 TcpTransport::Pair& TcpTransport::pair(int peer) {
   auto& slot = pairs_[static_cast<size_t>(peer)];
   if (!slot) {
-    slot = std::make_unique<Pair>(peer, describePeer(peer), options_.describeSignature, budget_);
+    slot = std::make_unique<Pair>(peer, describePeer(peer), options_.describeSignature, *matcher_);
   }
   return *slot;
 }
@@ -205,6 +208,39 @@ RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature
   return r;
 }
 
+RequestPtr TcpTransport::postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
+                                     size_t bytes) {
+  if (broken_) throwBroken();
+  RequestPtr r = makeRequest(false, kAnyPeer, tag, sig, data, bytes);
+  try {
+    for (int peer = 0; peer < size(); ++peer) {
+      if (peer != options_.rank) expectFrom(peer);
+    }
+    matcher_->postAny(r, "receiving from any rank");
+  } catch (...) {
+    failWith(std::current_exception());
+    throw;
+  }
+  return r;
+}
+
+void TcpTransport::expectFrom(int peer) {
+  if (broken_) throwBroken();
+  // Any peer may send, so each needs a connection: this rank dials the
+  // higher ranks and waits for the lower ones to dial it. A peer that left
+  // the group will send nothing and is not dialled.
+  Pair& p = pair(peer);
+  if (p.state != Pair::State::kIdle) return;
+  const int worldRank = options_.worldRanks[static_cast<size_t>(peer)];
+  if (options_.monitor && options_.monitor->departed(worldRank)) return;
+  try {
+    ensureConnection(p);
+  } catch (...) {
+    failWith(std::current_exception());
+    throw;
+  }
+}
+
 void TcpTransport::progressSend(Pair& p, const std::string& during) {
   while (!p.sends.empty()) {
     Request& r = *p.sends.front();
@@ -293,18 +329,20 @@ void TcpTransport::progressRecv(Pair& p, const std::string& during) {
     }
     if (!space.empty()) {
       ssize_t got = ::recv(p.fd.get(), space.data(), space.size(), MSG_DONTWAIT);
-      if (got == 0) {
+      if (got == 0 || (got < 0 && errno == ECONNRESET)) {
         // The peer closed its end. Between messages, with nothing expected
         // from or queued for it, that is a peer that finished its part and
         // exited cleanly (it may leave right after sending its last message
-        // of the last collective); only a later post to it is an error.
+        // of the last collective); only a later post to it is an error. A
+        // reset says the same when the peer left before it accepted the
+        // connection (this rank dialled it for a receive from any peer).
         if (!p.midMessage() && !p.inbox.hasPosted() && p.sends.empty()) {
           p.fd.reset();
           p.state = Pair::State::kClosed;
           p.hangup = false;
           return;
         }
-        peerLost(p, "connection closed", during);
+        peerLost(p, got == 0 ? "connection closed" : std::strerror(errno), during);
       }
       if (got < 0) {
         if (errno == EINTR) continue;

@@ -38,7 +38,9 @@ struct TcpTransportOptions {
   std::shared_ptr<Store> groupStore;  // keys private to this group
   std::shared_ptr<PeerMonitor> monitor;
   std::string authToken;        // empty: no authentication
-  size_t maxUnexpectedBytes = size_t{1} << 30;
+  // Shared by the inboxes of the group's links; null: one of its own with
+  // the default limit.
+  std::shared_ptr<ReceiveMatcher> matcher;
   std::chrono::microseconds spin{50};  // busy-poll before blocking
   // Renders a signature for Mismatch messages ("all_reduce float32 ...").
   std::function<std::string(const MessageSignature&, uint64_t bytes)> describeSignature;
@@ -58,6 +60,10 @@ class TcpTransport final : public Transport {
                       const void* data, size_t bytes) override;
   RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
                       size_t bytes) override;
+  RequestPtr postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
+                         size_t bytes) override;
+  // Dials `peer` or waits for it to dial, unless it left the group.
+  void expectFrom(int peer) override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
@@ -98,6 +104,8 @@ class TcpTransport final : public Transport {
   // eventfd in every poll: wakeProgress() ends a blocked wait at once (an
   // abort from another thread).
   Fd wakeFd_;
+  // Before pairs_: their inboxes detach from it when they go.
+  std::shared_ptr<ReceiveMatcher> matcher_;  // shared by every pair's inbox
   std::vector<std::unique_ptr<Pair>> pairs_;
   struct PendingAccept {
     Fd fd;
@@ -107,7 +115,6 @@ class TcpTransport final : public Transport {
     size_t payloadFill = 0;
   };
   std::vector<PendingAccept> accepting_;
-  UnexpectedBudget budget_;  // shared by every pair's inbox
   std::vector<struct pollfd> pollFds_;
   std::vector<Pair*> pollOwners_;
   // The last poll(2) was cut short by a signal handler.
