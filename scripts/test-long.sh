@@ -71,7 +71,7 @@ echo "== ThreadSanitizer =="
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMESHCOMM_SANITIZE=thread -DMESHCOMM_BUILD_PYTHON=OFF -DMESHCOMM_PYTHON=$PYTHON
 cmake --build build-tsan -j "$JOBS" --target meshcomm_tests
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 MESHCOMM_TEST_BOUND_SCALE=3 \
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" MESHCOMM_TEST_BOUND_SCALE=3 \
   run_cpp_suite build-tsan
 
 if [[ ${#failed[@]} -gt 0 ]]; then
