@@ -23,7 +23,7 @@ TEST(LocalMachineId, IsTheKernelsBootIdWhateverHostTheRankStandsFor) {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string bootId;
   std::getline(boot, bootId);
-  ASSERT_FALSE(bootId.empty()) << "this kernel has no boot id to test with";
+  if (bootId.empty()) GTEST_SKIP() << "this kernel publishes no boot id";
   const std::string before = localMachineId();
   EXPECT_EQ(before, bootId);
   ScopedEnv host("MESHCOMM_HOST_ID", std::string("emulated-host-7"));
