@@ -28,8 +28,8 @@
 #include "runtime/survivors.h"
 #include "runtime/torch_agent_store.h"
 #include "transport/group_transport.h"
-#include "transport/peer_monitor.h"
 #include "transport/machine.h"
+#include "transport/peer_monitor.h"
 #include "transport/placement.h"
 
 namespace meshcomm {
