@@ -9,12 +9,10 @@
 # ADDR0 is NS0's address, where rank 0 hosts the store on PORT. The hosts
 # share this machine's hostname and boot id, so each namespace's name is its
 # MESHCOMM_HOST_ID: ranks of one namespace share memory, the others are
-# reached over TCP. They also share this machine's cores, which meshcomm
-# cannot see: it counts the ranks of a host id against the cores, so two
-# hosts of two ranks on two cores would each believe they have a core per
-# rank and busy-wait. When all the hosts' ranks together outnumber the
-# cores, the ranks get what meshcomm picks for more ranks than cores
-# (MESHCOMM_SPIN_US=0, MESHCOMM_SHM_YIELD_US=200), unless already set. The first host's output goes to stdout without meshrun's
+# reached over TCP. meshcomm counts the ranks of every namespace against
+# the machine's cores (by boot id), so its waits busy-poll or give up the
+# core as they would for that many ranks on one host. The first host's
+# output goes to stdout without meshrun's
 # "[rank R] " prefix (meshcomm-bench prints on rank 0 only), the others' to
 # stderr. Exit status: the first non-zero one of the meshruns.
 set -euo pipefail
@@ -37,10 +35,6 @@ done
   die "usage: netns_meshrun.sh --netns \"NS0 NS1\" --addr ADDR0 --port PORT -k K COMMAND..."
 
 read -r -a hosts <<< "$NETNS"
-if (( ${#hosts[@]} * K > $(nproc) )); then
-  export MESHCOMM_SPIN_US="${MESHCOMM_SPIN_US:-0}"
-  export MESHCOMM_SHM_YIELD_US="${MESHCOMM_SHM_YIELD_US:-200}"
-fi
 pids=()
 stop() {
   local pid

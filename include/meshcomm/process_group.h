@@ -193,6 +193,11 @@ class MESHCOMM_API World {
   // launcher's (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
   // SLURM_LOCALID), else its position among the ranks of this host.
   int localRank() const;
+  // How many of the job's processes run on this machine (one kernel: the
+  // namespaces or containers that MESHCOMM_HOST_ID makes separate hosts
+  // count together, since they share its cores). When they outnumber the
+  // cores, waits give up their core instead of busy-polling.
+  int machineSize() const;
   const std::string& backend() const;
   std::shared_ptr<ProcessGroup> worldGroup() const;
 

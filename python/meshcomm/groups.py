@@ -161,7 +161,7 @@ def init_process_group(backend="hccl", init_method=None, timeout=None, world_siz
         world.close()
         raise ValueError(f"{fn}: 'world_size' is {world_size} but the job has {size} processes")
     _state.joined(world, backend)
-    configure_wait(world.size)
+    configure_wait(world.machine_size)
 
 
 def destroy_process_group(group=None):

@@ -25,24 +25,20 @@ __all__ = ["CommHandle"]
 
 _MS = timedelta(milliseconds=1)
 
-def configure_wait(world_size):
+def configure_wait(machine_size):
     """Choose how long waits busy-poll before sleeping, as the native core
     does for its own waits: ``MESHCOMM_SPIN_US`` when set, else 50 us when
-    every rank of this host has two cores to itself (its waiting thread and
-    its group's executor), else 0. Polling on a shared core only delays the
-    thread that would complete the operation.
+    each of the job's ``machine_size`` processes on this machine (the
+    ``World``'s count, emulated hosts of one machine included) has two
+    cores to itself (its waiting thread and its group's executor), else 0.
+    Polling on a shared core only delays the thread that would complete the
+    operation.
     """
     spin = os.environ.get("MESHCOMM_SPIN_US")
     if spin is not None and spin.strip().lstrip("-").isdigit():
         us = max(0, int(spin))
     else:
-        local = world_size
-        for var in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"):
-            value = os.environ.get(var, "")
-            if value.isdigit() and int(value) > 0:
-                local = int(value)
-                break
-        us = 50 if 2 * local <= (os.cpu_count() or 1) else 0
+        us = 50 if 2 * machine_size <= (os.cpu_count() or 1) else 0
     _meshcomm.set_wait_spin_us(us)
 
 

@@ -259,6 +259,10 @@ void bindWorld(py::module_& m) {
       .def_property_readonly("size", [](const WorldHandle& w) { return w.get().size(); })
       .def_property_readonly("local_rank",
                              [](const WorldHandle& w) { return w.get().localRank(); })
+      .def_property_readonly(
+          "machine_size", [](const WorldHandle& w) { return w.get().machineSize(); },
+          "How many of the job's processes run on this machine, whatever hosts "
+          "MESHCOMM_HOST_ID makes of it.")
       .def_property_readonly("backend", [](const WorldHandle& w) { return w.get().backend(); })
       .def_property_readonly("closed", &WorldHandle::closed)
       .def("world_group", [](const WorldHandle& w) { return w.get().worldGroup(); })

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "collectives/operations.h"
@@ -27,6 +28,7 @@
 #include "runtime/survivors.h"
 #include "runtime/torch_agent_store.h"
 #include "transport/group_transport.h"
+#include "transport/machine.h"
 #include "transport/peer_monitor.h"
 #include "transport/placement.h"
 
@@ -114,7 +116,8 @@ class WorldImpl {
   std::chrono::microseconds spin{50};
   bool hostsStore = false;
   std::vector<std::string> hostIdOfRank;  // by world rank (transport/placement.h)
-  bool oversubscribed = false;            // more ranks on this host than usable CPUs
+  int machineSize = 1;                    // ranks on this machine (transport/machine.h)
+  bool oversubscribed = false;            // more ranks on this machine than usable CPUs
 
   std::shared_ptr<Store> userStore;      // what the job rendezvoused through
   std::shared_ptr<TCPStore> liveStore;   // this runtime's own connection, if TCP
@@ -430,7 +433,8 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
                              "-" + std::to_string(generation));
 
   const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
-                         " pid=" + std::to_string(getpid()) + " node=" + localHostId();
+                         " pid=" + std::to_string(getpid()) + " machine=" + localMachineId() +
+                         " node=" + localHostId();
   const std::string rankKey = "rank/" + std::to_string(rank);
   Bytes claimed = w->jobStore->compareSet(rankKey, Bytes{}, Bytes(me.begin(), me.end()));
   if (std::string(claimed.begin(), claimed.end()) != me) {
@@ -447,9 +451,12 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
                  options.store ? "the process serving the job's store" : "rank 0", w->timeout);
   std::vector<std::string> rankKeys;
   for (int r = 0; r < size; ++r) rankKeys.push_back("rank/" + std::to_string(r));
-  int local = 0;
   int localIndex = 0;  // ranks before this one on this host
   const std::string myHostId = localHostId();
+  // Hosts that MESHCOMM_HOST_ID makes of one machine's network namespaces
+  // share its cores: waits weigh every rank of the machine against them.
+  int sameMachine = 0;
+  const std::string myMachineId = localMachineId();
   for (const Bytes& info : w->jobStore->multiGet(rankKeys)) {
     std::string s(info.begin(), info.end());
     size_t node = s.find(" node=");
@@ -459,15 +466,21 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       throw InvalidArgument("inconsistent world size: this rank has world_size=" +
                             std::to_string(size) + " but another rank reports '" + s + "'");
     }
-    if (w->hostIdOfRank.back() == myHostId) {
-      ++local;
-      if (static_cast<int>(w->hostIdOfRank.size()) - 1 < rank) ++localIndex;
+    if (w->hostIdOfRank.back() == myHostId &&
+        static_cast<int>(w->hostIdOfRank.size()) - 1 < rank) {
+      ++localIndex;
+    }
+    const size_t machine = s.find(" machine=");
+    if (machine != std::string::npos && node != std::string::npos && machine < node &&
+        std::string_view(s).substr(machine + 9, node - machine - 9) == myMachineId) {
+      ++sameMachine;
     }
   }
   // The launcher knows how it placed its processes; without its word, the
   // rank's position among those of this host.
   w->localRank = env && env->rank == rank && env->localRank >= 0 ? env->localRank : localIndex;
-  w->oversubscribed = local > usableCpus();
+  w->machineSize = sameMachine;
+  w->oversubscribed = sameMachine > usableCpus();
   // Busy-polling only pays while every rank has a core to itself.
   int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", w->oversubscribed ? 0 : 50);
   w->spin = std::chrono::microseconds(std::max<int64_t>(0, spinUs));
@@ -481,6 +494,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 int World::rank() const { return impl_->rank; }
 int World::size() const { return impl_->size; }
 int World::localRank() const { return impl_->localRank; }
+int World::machineSize() const { return impl_->machineSize; }
 const std::string& World::backend() const { return impl_->backend; }
 std::shared_ptr<ProcessGroup> World::worldGroup() const {
   MutexLock lock(impl_->mu);

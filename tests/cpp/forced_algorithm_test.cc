@@ -45,7 +45,9 @@ INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, RingAndChain,
 
 // Recursive doubling all-reduce (including the non-power-of-two fold-in),
 // binomial-tree broadcast and reduce, with a chunk size (6000 bytes) that is
-// not a multiple of every element size.
+// not a multiple of every element size. The waits do not spin and yield
+// for up to a second before sleeping (what TCP waits do when ranks
+// outnumber cores), so that path runs whatever the machine's cores.
 class RecursiveDoublingAndTree : public ::testing::TestWithParam<TransportCase> {};
 
 TEST_P(RecursiveDoublingAndTree, ForcedWithOddChunks) {
@@ -55,7 +57,9 @@ TEST_P(RecursiveDoublingAndTree, ForcedWithOddChunks) {
             {{"MESHCOMM_ALGO_ALLREDUCE", "recursive_doubling"},
              {"MESHCOMM_ALGO_BROADCAST", "binomial_tree"},
              {"MESHCOMM_ALGO_REDUCE", "binomial_tree"},
-             {"MESHCOMM_CHUNK_BYTES", "6000"}});
+             {"MESHCOMM_CHUNK_BYTES", "6000"},
+             {"MESHCOMM_SPIN_US", "0"},
+             {"MESHCOMM_TCP_YIELD_US", "1000000"}});
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, RecursiveDoublingAndTree,

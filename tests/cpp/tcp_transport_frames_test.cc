@@ -104,6 +104,38 @@ TEST_F(TcpTransportFrames, LargePayloadInRandomPiecesArrives) {
   EXPECT_TRUE(got == payload);
 }
 
+// Frames of every size around the transport's read-ahead, all in one
+// write, so one recv holds several headers and parts of payloads. The
+// receives are posted in another order than the frames', the last one
+// only after the others completed: a frame read ahead meanwhile must be
+// found without anything more arriving on the socket.
+TEST_F(TcpTransportFrames, FramesReadTogetherArriveWholeInAnyOrder) {
+  const std::vector<size_t> sizes = {8, 0, 4000, 4096, 5000, 8, 100000, 16, 1};
+  std::vector<Bytes> payloads;
+  Bytes stream;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    payloads.push_back(pattern(sizes[i], static_cast<uint8_t>(i)));
+    Bytes f = dataFrame(200 + i, kSig, payloads.back());
+    stream.insert(stream.end(), f.begin(), f.end());
+  }
+  ASSERT_TRUE(peer_.dial());
+  ASSERT_TRUE(peer_.write(stream));
+  std::vector<Bytes> got;
+  for (size_t n : sizes) got.emplace_back(n);
+  const size_t last = 7;  // the 16-byte frame, behind the 100000-byte one
+  std::vector<RequestPtr> reqs;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (i == last) continue;
+    reqs.push_back(peer_.transport().postRecv(0, 200 + i, kSig, got[i].data(), got[i].size()));
+  }
+  std::string what;
+  Caught c = catchError([&] { peer_.transport().wait(reqs, context(10s)); }, &what);
+  ASSERT_EQ(c, Caught::kNone) << what;
+  c = receive(got[last], kSig, 200 + last, 5s, &what);
+  ASSERT_EQ(c, Caught::kNone) << what;
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(got[i], payloads[i]) << "message " << i;
+}
+
 // Zero-byte messages both ways: received in the opposite order of their
 // tags, and sent as a bare header.
 TEST_F(TcpTransportFrames, ZeroByteMessagesBothWays) {

@@ -149,3 +149,9 @@ def test_every_op_across_three_hosts(namespaces_ok, shaped):
     shared_memory = "off" if SHM_OFF else "on (this host: 2 ranks)"
     placement = f"of {2 * HOSTS} on {HOSTS} host(s), shared memory {shared_memory}"
     assert joined.count(placement) >= 2 * HOSTS, joined
+    # The hosts are namespaces of this machine: every rank counts all of
+    # them against its cores, not only those of its host.
+    assert joined.count(f"shares its machine with {2 * HOSTS} ranks") == 2 * HOSTS, joined
+    if "MESHCOMM_SPIN_US" not in os.environ:
+        spin = 50 if 2 * (2 * HOSTS) <= (os.cpu_count() or 1) else 0
+        assert joined.count(f"waits spin {spin} us") == 2 * HOSTS, joined

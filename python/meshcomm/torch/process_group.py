@@ -92,7 +92,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                                       world_size=size, timeout_ms=self._timeout_ms)
         self._pg = self._world.world_group()
         # How long waits busy-poll, chosen as meshcomm's own API does.
-        configure_wait(size)
+        configure_wait(self._world.machine_size)
         self._store = store
         self._broken = False        # an operation failed: peers may be gone
         self._rank = rank

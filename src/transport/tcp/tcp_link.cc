@@ -2,6 +2,10 @@
 
 #include "transport/tcp/tcp_transport.h"
 
+#include <algorithm>
+
+#include "common/env.h"
+
 namespace meshcomm {
 
 Link setUpTcpLink(const LinkSetup& setup) {
@@ -15,6 +19,11 @@ Link setUpTcpLink(const LinkSetup& setup) {
   t.authToken = setup.authToken;
   t.spin = setup.spin;
   t.matcher = setup.matcher;
+  // More ranks than cores: a rank that sleeps in poll(2) must be woken,
+  // often from the other core, while one that yields is there to run as
+  // soon as the rank that had its core waits in turn (docs/tuning.md).
+  const int64_t yieldUs = envIntOr("MESHCOMM_TCP_YIELD_US", setup.oversubscribed ? 200 : 0);
+  t.yield = std::chrono::microseconds(std::max<int64_t>(0, yieldUs));
   t.describeSignature = setup.describeSignature;
   Link link;
   link.transport = std::make_unique<TcpTransport>(std::move(t));

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_transport.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +27,11 @@ namespace {
 constexpr auto kMonitorInterval = std::chrono::milliseconds(200);
 constexpr auto kDialTimeout = std::chrono::seconds(30);
 constexpr int kMaxBlockingPollMs = 100;
+// A header is read with up to this many bytes after it, so a small
+// message (and often the next header) takes one recv rather than two; a
+// larger payload's remainder is read straight into its destination. Past
+// a few KiB, copying what was read ahead costs about what a recv saves.
+constexpr size_t kReadAheadBytes = 4 * 1024;
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
@@ -55,9 +61,15 @@ struct TcpTransport::Pair {
   Bytes abortData;
   size_t abortFill = 0;
   bool hangup = false;  // the peer closed its side; read out what is left
+  // Bytes read past a header, not yet taken: [aheadBegin, aheadEnd). They
+  // are always taken before progressRecv returns (wantsRead() holds while
+  // any are left), so no message waits here while poll(2) sleeps.
+  std::unique_ptr<uint8_t[]> ahead;
+  size_t aheadBegin = 0;
+  size_t aheadEnd = 0;
 
   bool inPayload() const { return inAbort || inbox.midMessage(); }
-  bool midMessage() const { return inHeaderFill > 0 || inPayload(); }
+  bool midMessage() const { return inHeaderFill > 0 || inPayload() || aheadBegin < aheadEnd; }
   bool wantsRead() const {
     return inbox.hasPosted() || inbox.anyPending() || midMessage() || hangup;
   }
@@ -328,7 +340,22 @@ void TcpTransport::progressRecv(Pair& p, const std::string& during) {
       space = p.inbox.space();
     }
     if (!space.empty()) {
-      ssize_t got = ::recv(p.fd.get(), space.data(), space.size(), MSG_DONTWAIT);
+      ssize_t got;
+      if (p.aheadBegin < p.aheadEnd) {
+        got = static_cast<ssize_t>(std::min(space.size(), p.aheadEnd - p.aheadBegin));
+        std::memcpy(space.data(), p.ahead.get() + p.aheadBegin, static_cast<size_t>(got));
+        p.aheadBegin += static_cast<size_t>(got);
+      } else if (!p.inPayload()) {
+        if (!p.ahead) p.ahead = std::make_unique<uint8_t[]>(kReadAheadBytes);
+        got = ::recv(p.fd.get(), p.ahead.get(), kReadAheadBytes, MSG_DONTWAIT);
+        if (got > 0) {
+          p.aheadBegin = 0;
+          p.aheadEnd = static_cast<size_t>(got);
+          continue;  // taken from `ahead` on the next pass
+        }
+      } else {
+        got = ::recv(p.fd.get(), space.data(), space.size(), MSG_DONTWAIT);
+      }
       if (got == 0 || (got < 0 && errno == ECONNRESET)) {
         // The peer closed its end. Between messages, with nothing expected
         // from or queued for it, that is a peer that finished its part and
@@ -521,12 +548,27 @@ bool TcpTransport::pollOnce(int timeoutMs, int interruptFd, const std::string& d
   return !interrupted;
 }
 
+bool TcpTransport::tryConnections(const std::string& during) {
+  if (!accepting_.empty()) return false;
+  for (auto& slot : pairs_) {
+    if (slot && slot->state == Pair::State::kAwaitingDial && slot->active()) return false;
+  }
+  for (auto& slot : pairs_) {
+    if (!slot || slot->state != Pair::State::kConnected) continue;
+    if (!slot->sends.empty()) progressSend(*slot, during);
+    if (slot->wantsRead()) progressRecv(*slot, during);
+  }
+  pollSawSignal_ = false;
+  return true;
+}
+
 void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
   if (broken_) throwBroken();
   const std::string during = ctx.describe();
   try {
     auto start = Deadline::Clock::now();
     auto spinUntil = start + options_.spin;
+    auto yieldUntil = spinUntil + options_.yield;
     auto nextMonitor = start + kMonitorInterval;
     // Pairs that became connected after their requests were posted need an
     // initial push; so do sends queued behind a finished one.
@@ -538,13 +580,14 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
     while (!allDone(requests)) {
       auto now = Deadline::Clock::now();
       int timeoutMs = 0;
-      if (now >= spinUntil) {
+      if (now >= yieldUntil) {
         timeoutMs = std::min(kMaxBlockingPollMs, ctx.deadline.pollTimeoutMs() < 0
                                                      ? kMaxBlockingPollMs
                                                      : ctx.deadline.pollTimeoutMs());
       }
-      pollOnce(timeoutMs, -1, during);
+      if (timeoutMs > 0 || !tryConnections(during)) pollOnce(timeoutMs, -1, during);
       if (allDone(requests)) break;
+      if (timeoutMs == 0 && now >= spinUntil && now < yieldUntil) sched_yield();
       if (interruptRequested(pollSawSignal_)) {
         throwInterrupted(during, describePeer(options_.rank));
       }

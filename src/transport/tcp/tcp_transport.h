@@ -42,6 +42,7 @@ struct TcpTransportOptions {
   // the default limit.
   std::shared_ptr<ReceiveMatcher> matcher;
   std::chrono::microseconds spin{50};  // busy-poll before blocking
+  std::chrono::microseconds yield{0};  // then poll and yield the core before blocking
   // Renders a signature for Mismatch messages ("all_reduce float32 ...").
   std::function<std::string(const MessageSignature&, uint64_t bytes)> describeSignature;
 };
@@ -90,6 +91,11 @@ class TcpTransport final : public Transport {
   // One round of non-blocking I/O on every active fd, waiting up to
   // timeoutMs for events (0: just poll). Returns false if interruptFd fired.
   bool pollOnce(int timeoutMs, int interruptFd, const std::string& during);
+  // While a wait spins: reads and writes every active connection directly,
+  // so a message that arrived is found by the call that reads it (poll(2)
+  // first would make two). Returns false, doing nothing, while a
+  // connection is still being accepted: then only pollOnce sees it.
+  bool tryConnections(const std::string& during);
   void acceptPending();
   void readHellos(const std::string& during);
   void progressSend(Pair& p, const std::string& during);

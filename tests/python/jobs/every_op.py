@@ -19,6 +19,11 @@ def main():
     dist.init_process_group()
     rank = dist.get_rank()
     n = dist.get_world_size()
+    # Emulated hosts of one machine share its cores; waits count them all.
+    machine = dist._state.world().machine_size
+    spin = dist._meshcomm.get_wait_spin_us()
+    print(f"every_op: rank {rank} shares its machine with {machine} ranks, "
+          f"waits spin {spin} us", flush=True)
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 
     t = np.full(count, rank + 1, dtype=np.float32)
