@@ -117,6 +117,14 @@ def bad_input(rank, size, port):
     expect("float8", RuntimeError,
            lambda: dist.all_reduce(torch.zeros(2, dtype=torch.float8_e4m3fn)))
     expect("recv_anysource", RuntimeError, lambda: dist.recv(torch.zeros(2)))
+    # A tensor with torch's lazy negative bit cannot receive results,
+    # contiguous or not, whatever the op.
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+        expect(f"all_reduce {op} into a negative view", RuntimeError,
+               lambda op=op: dist.all_reduce(torch._neg_view(torch.ones(3)), op=op))
+        expect(f"all_reduce {op} into a strided negative view", RuntimeError,
+               lambda op=op: dist.all_reduce(torch.ones(3, dtype=torch.complex64).conj().imag,
+                                             op=op))
     # None of that reached the wire: the group still works.
     x = torch.ones(2)
     dist.all_reduce(x)
