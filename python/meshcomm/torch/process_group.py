@@ -43,6 +43,9 @@ _AVG = _t.AVG
 _SUM = _meshcomm.REDUCE_OP_CODES["sum"]
 _CODES = _t.CODES
 _STRIDED = torch.strided
+# Per dtype code, looked up instead of asking the tensor (cheaper).
+_COMPLEX = frozenset(code for dtype, code in _CODES.items() if dtype.is_complex)
+_ITEM_BYTES = {code: dtype.itemsize for dtype, code in _CODES.items()}
 _UNSET = dist.AllreduceOptions().timeout  # torch's "no timeout given"
 # hash(ReduceOp) is its RedOpType value; the ops the core reduces natively
 # on every real dtype.
@@ -85,9 +88,10 @@ def _as_is(t):
     other tensor takes the general path, which stages it through a copy or
     raises the error that names what is wrong."""
     if isinstance(t, torch.Tensor) and t.layout is _STRIDED and t.is_cpu and \
-            t.is_contiguous() and not t.is_conj() and not t.is_neg():
+            t.is_contiguous() and not t.is_neg():
         code = _CODES.get(t.dtype)
-        if code is not None:
+        # Only complex tensors carry the conjugate bit.
+        if code is not None and not (code in _COMPLEX and t.is_conj()):
             return (t.data_ptr(), t.numel(), code)
     return None
 
@@ -268,9 +272,10 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             t = tensors[0]
             code = _FAST_OPS.get(hash(opts.reduceOp))
             d = _as_is(t) if code is not None else None
-            if d is not None and not t.is_complex() and self._pg is not None:
-                timeout_ms = _timeout_ms(opts)
-                if d[1] * t.element_size() >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
+            if d is not None and d[2] not in _COMPLEX and self._pg is not None:
+                timeout = opts.timeout
+                timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
+                if d[1] * _ITEM_BYTES[d[2]] >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
                     native = self._submit(self._pg.all_reduce, d, code, timeout_ms)
                     return self._track(PendingWork(native, tensors, (t,),
                                                    complete_later=self._complete_later))
@@ -464,7 +469,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if code is not None:
             out_d, in_d = _as_is(output), _as_is(input)
             if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
-                    in_d[1] == out_d[1] * self._size and not output.is_complex():
+                    in_d[1] == out_d[1] * self._size and out_d[2] not in _COMPLEX:
                 # The hot path: nothing to stage, an op the core has.
                 self._run(self._group().reduce_scatter_tensor, out_d, in_d, code,
                           _timeout_ms(opts))
