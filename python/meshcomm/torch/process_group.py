@@ -273,7 +273,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             code = _FAST_OPS.get(hash(opts.reduceOp))
             d = _as_is(t) if code is not None else None
             if d is not None and d[2] not in _COMPLEX and self._pg is not None:
-                timeout = opts.timeout
+                timeout = opts.timeout  # _timeout_ms(opts), inlined on the hottest call
                 timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
                 if d[1] * _ITEM_BYTES[d[2]] >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
                     native = self._submit(self._pg.all_reduce, d, code, timeout_ms)
