@@ -63,14 +63,25 @@ def test_killed_rank_fails_every_survivor_naming_it():
     assert out.values[0]["orphan"] == (True, False, "DistPeerLostError")
 
 
-def mismatched(rank, size, port):
+def mismatched(rank, size, port, op):
     import torch
     import torch.distributed as dist
     init(rank, size, port)
+    n = 4 + 4 * rank  # elements per rank's block: every rank a different size
+    calls = {
+        "all_reduce": lambda: dist.all_reduce(torch.ones(n)),
+        "broadcast": lambda: dist.broadcast(torch.ones(n), src=0),
+        "all_gather_into_tensor":
+            lambda: dist.all_gather_into_tensor(torch.zeros(n * size), torch.ones(n)),
+        "reduce_scatter_tensor":
+            lambda: dist.reduce_scatter_tensor(torch.zeros(n), torch.ones(n * size)),
+        "all_to_all_single":
+            lambda: dist.all_to_all_single(torch.zeros(n * size), torch.ones(n * size)),
+    }
     messages = []
     t0 = time.monotonic()
     try:
-        dist.all_reduce(torch.ones(4 + 4 * rank))
+        calls[op]()
     except RuntimeError as e:
         messages.append(str(e))
     elapsed = time.monotonic() - t0
@@ -78,12 +89,14 @@ def mismatched(rank, size, port):
     return messages, elapsed
 
 
-def test_mismatched_sizes_fail_on_every_rank():
-    out = run_ranks(mismatched, 3)
+@pytest.mark.parametrize("op", ["all_reduce", "broadcast", "all_gather_into_tensor",
+                                "reduce_scatter_tensor", "all_to_all_single"])
+def test_mismatched_sizes_fail_on_every_rank(op):
+    out = run_ranks(mismatched, 3, op)
     for rank in range(3):
         messages, elapsed = out.values[rank]
         assert len(messages) == 1, (rank, messages)
-        assert "all_reduce" in messages[0], messages
+        assert f"{op} #0" in messages[0], messages
         assert "not running the same operation" in messages[0], messages
         assert elapsed < 10, elapsed
 
@@ -116,6 +129,14 @@ def bad_input(rank, size, port):
                                           output_split_sizes=[1] * (size + 1)))
     expect("float8", RuntimeError,
            lambda: dist.all_reduce(torch.zeros(2, dtype=torch.float8_e4m3fn)))
+    # A tensor with torch's lazy negative bit cannot receive results,
+    # contiguous or not, whatever the op.
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+        expect(f"all_reduce {op} into a negative view", RuntimeError,
+               lambda op=op: dist.all_reduce(torch._neg_view(torch.ones(3)), op=op))
+        expect(f"all_reduce {op} into a strided negative view", RuntimeError,
+               lambda op=op: dist.all_reduce(torch.ones(3, dtype=torch.complex64).conj().imag,
+                                             op=op))
     # None of that reached the wire: the group still works.
     x = torch.ones(2)
     dist.all_reduce(x)

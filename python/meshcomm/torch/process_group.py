@@ -27,6 +27,7 @@ import weakref
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import AllgatherOptions
 
 from .. import _meshcomm
 from ..handle import configure_wait
@@ -41,6 +42,10 @@ BACKEND_NAME = "meshcomm"
 _AVG = _t.AVG
 _SUM = _meshcomm.REDUCE_OP_CODES["sum"]
 _CODES = _t.CODES
+_STRIDED = torch.strided
+# Per dtype code, looked up instead of asking the tensor (cheaper).
+_COMPLEX = frozenset(code for dtype, code in _CODES.items() if dtype.is_complex)
+_ITEM_BYTES = {code: dtype.itemsize for dtype, code in _CODES.items()}
 _UNSET = dist.AllreduceOptions().timeout  # torch's "no timeout given"
 # hash(ReduceOp) is its RedOpType value; the ops the core reduces natively
 # on every real dtype.
@@ -68,6 +73,27 @@ def _ms(timeout):
         return 0
     ms = int(timeout.total_seconds() * 1000)
     return ms if ms > 0 else 0
+
+
+def _timeout_ms(opts):
+    """The timeout of torch's options in ms, 0 = the group's."""
+    timeout = opts.timeout
+    return 0 if timeout == _UNSET else _ms(timeout)
+
+
+def _as_is(t):
+    """The descriptor of t when the core can use its memory as it is (a
+    contiguous CPU tensor of a dtype meshcomm moves, with no lazy conjugate
+    or negative bit), else None. This is the hot path's only check: every
+    other tensor takes the general path, which stages it through a copy or
+    raises the error that names what is wrong."""
+    if isinstance(t, torch.Tensor) and t.layout is _STRIDED and t.is_cpu and \
+            t.is_contiguous() and not t.is_neg():
+        code = _CODES.get(t.dtype)
+        # Only complex tensors carry the conjugate bit.
+        if code is not None and not (code in _COMPLEX and t.is_conj()):
+            return (t.data_ptr(), t.numel(), code)
+    return None
 
 
 def _one(tensors, what):
@@ -242,21 +268,18 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if opts is None:
             opts = dist.AllreduceOptions()
         if len(tensors) == 1:
-            # The hot path: a dense tensor and an op the core has.
+            # The hot path: a tensor the core takes as it is and an op it has.
             t = tensors[0]
             code = _FAST_OPS.get(hash(opts.reduceOp))
-            dtype_code = _CODES.get(t.dtype)
-            if code is not None and dtype_code is not None and t.is_cpu and \
-                    t.is_contiguous() and not t.is_complex() and self._pg is not None:
-                timeout = opts.timeout
+            d = _as_is(t) if code is not None else None
+            if d is not None and d[2] not in _COMPLEX and self._pg is not None:
+                timeout = opts.timeout  # _timeout_ms(opts), inlined on the hottest call
                 timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
-                n = t.numel()
-                if n * t.element_size() >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
-                    native = self._submit(self._pg.all_reduce, (t.data_ptr(), n, dtype_code),
-                                          code, timeout_ms)
+                if d[1] * _ITEM_BYTES[d[2]] >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
+                    native = self._submit(self._pg.all_reduce, d, code, timeout_ms)
                     return self._track(PendingWork(native, tensors, (t,),
                                                    complete_later=self._complete_later))
-                self._run(self._pg.all_reduce, (t.data_ptr(), n, dtype_code), code, timeout_ms)
+                self._run(self._pg.all_reduce, d, code, timeout_ms)
                 return DoneWork(tensors)
         t = _one(tensors, "all_reduce")
         self._allreduce(t, opts.reduceOp, _ms(opts.timeout))
@@ -311,6 +334,10 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if opts is None:
             opts = dist.BroadcastOptions()
         pg = self._group()
+        d = _as_is(t)
+        if d is not None:  # the hot path: nothing to stage
+            self._run(pg.broadcast, d, opts.rootRank, _timeout_ms(opts))
+            return DoneWork(tensors)
         stage = Staging()
         buf = stage.update(t, "broadcast") if opts.rootRank == self._rank else \
             stage.write(t, "broadcast")
@@ -350,7 +377,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         outputs = _one(output_tensors, "all_gather")
         t = _one(input_tensors, "all_gather")
         if opts is None:
-            opts = dist.AllgatherOptions()
+            opts = AllgatherOptions()
         self._check_list(outputs, t, "all_gather", "output_tensor_list")
         stage = Staging()
         src = stage.read(t, "all_gather")
@@ -377,7 +404,12 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
 
     def _all_gather_single(self, output, input, opts, what="all_gather_into_tensor"):
         if opts is None:
-            opts = dist.AllgatherOptions()
+            opts = AllgatherOptions()
+        out_d, in_d = _as_is(output), _as_is(input)
+        if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
+                out_d[1] == in_d[1] * self._size:  # the hot path: nothing to stage
+            self._run(self._group().all_gather_into_tensor, out_d, in_d, _timeout_ms(opts))
+            return DoneWork([output])
         stage, src, dst = self._stage_blocks(output, input, what, whole="output")
         self._run(self._group().all_gather_into_tensor, desc(dst), desc(src), _ms(opts.timeout))
         stage.finish()
@@ -433,6 +465,15 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     def _reduce_scatter_single(self, output, input, opts, what="reduce_scatter_tensor"):
         if opts is None:
             opts = dist.ReduceScatterOptions()
+        code = _FAST_OPS.get(hash(opts.reduceOp))
+        if code is not None:
+            out_d, in_d = _as_is(output), _as_is(input)
+            if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
+                    in_d[1] == out_d[1] * self._size and out_d[2] not in _COMPLEX:
+                # The hot path: nothing to stage, an op the core has.
+                self._run(self._group().reduce_scatter_tensor, out_d, in_d, code,
+                          _timeout_ms(opts))
+                return DoneWork([output])
         stage, src, dst = self._stage_blocks(output, input, what, whole="input")
         code = native_op(opts.reduceOp, dst.dtype, what)
         opc = _t.op_code(opts.reduceOp)
@@ -485,6 +526,16 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if opts is None:
             opts = dist.AllToAllOptions()
         what = "all_to_all_single"
+        if not output_split_sizes and not input_split_sizes:
+            out_d, in_d = _as_is(output), _as_is(input)
+            if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
+                    out_d[1] == in_d[1]:
+                # The hot path: equal blocks, nothing to stage.
+                self._splits(output, (), what, "output_split_sizes")
+                self._splits(input, (), what, "input_split_sizes")
+                self._run(self._group().all_to_all_single, out_d, in_d, [], [],
+                          _timeout_ms(opts))
+                return DoneWork([output])
         stage = Staging()
         src = stage.read(input, what)
         dst = stage.write(output, what)
