@@ -8,7 +8,13 @@
 namespace meshcomm::collectives::shm {
 
 void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root) {
-  auto* bytes = static_cast<uint8_t*>(data);
+  reduce(op, data, data, count, dtype, rop, root);
+}
+
+void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
+            int root) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  auto* out = static_cast<uint8_t*>(result);
   const size_t es = dtypeSize(dtype);
   const int p = op.size();
   const int me = op.rank();
@@ -23,7 +29,7 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
     alignas(64) uint8_t own[ShmDomain::kInlineBytes];  // see reduceInlineLines
     copy(own, bytes, count * es);
     op.waitAll();
-    reduceInlineLines(op, own, 0, bytes, count, dtype, rop);
+    reduceInlineLines(op, own, 0, out, count, dtype, rop);
     return;
   }
   // Every rank reduces its slice, the root collects the slices: the root
@@ -31,10 +37,9 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
   const size_t chunk = std::max<size_t>(1, op.chunkBytes() / es);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
-    uint8_t* part = bytes + off * es;
     const std::vector<size_t> slice = sliceOffsets(n, es, p);
-    reduceOwnSlice(op, part, n, dtype, rop, slice);
-    if (isRoot) copySlicesOut(op, part, es, slice);
+    reduceOwnSlice(op, bytes + off * es, n, dtype, rop, slice);
+    if (isRoot) copySlicesOut(op, out + off * es, es, slice);
   }
 }
 

@@ -16,6 +16,11 @@ namespace meshcomm::collectives {
 namespace shm {
 // shm.cc: the local rank `root`'s data becomes op over the domain's ranks.
 void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root);
+// The same with the root's result in `result` (count elements, overlapping
+// no input, or equal to the root's `data`; ignored on the other ranks), and
+// every rank's `data` read only.
+void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
+            int root);
 }  // namespace shm
 
 namespace hierarchical {
