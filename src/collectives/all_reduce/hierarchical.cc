@@ -29,6 +29,21 @@
 namespace meshcomm::collectives::hierarchical {
 namespace {
 
+// The host's sum, on its leader. With two ranks on the host the leader adds
+// the other's data to its own in one pass while the other only copies, so
+// the leader, whose network exchange is the longest part of the call,
+// moves two thirds of the bytes it moves in the slice-parallel reduce
+// (docs/tuning.md);
+// with more, the slices spread the reduction over the host's ranks.
+void hostReduce(ShmOp& local, const void* data, void* result, size_t count, DType dtype,
+                ReduceOp op, int leader) {
+  if (local.size() <= 2) {
+    shm::reduceAtRoot(local, data, result, count, dtype, op, leader);
+  } else {
+    shm::reduce(local, data, result, count, dtype, op, leader);
+  }
+}
+
 // Two hosts, `pieces` of the buffer in flight one after the other. Each
 // leader sends its host's sum of a piece to the other leader and adds the
 // other host's sum to its own: a leader's link carries the buffer once in
@@ -79,7 +94,7 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
     const uint8_t* mine = data + pieces[k].offset * es;
     if (shared) {
       ShmOp local = comm.shmOp();
-      shm::reduce(local, mine, lead ? sum(k) : nullptr, pieces[k].count, dtype, op, leader);
+      hostReduce(local, mine, lead ? sum(k) : nullptr, pieces[k].count, dtype, op, leader);
     } else if (lead) {
       std::memcpy(sum(k), mine, pieces[k].count * es);
     }
@@ -116,7 +131,7 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   void* host = leads && bytes > 0 ? comm.scratch(Scratch::kHostPartial, bytes) : data;
   if (comm.hasShmDomain()) {
     ShmOp local = comm.shmOp();
-    shm::reduce(local, data, host, count, dtype, op, leader);
+    hostReduce(local, data, host, count, dtype, op, leader);
   } else if (host != data) {
     std::memcpy(host, data, bytes);
   }

@@ -4,6 +4,7 @@
 
 #include "collectives/reduce/variants.h"
 #include "collectives/shm/rounds.h"
+#include "reduce/reduce.h"
 
 namespace meshcomm::collectives::shm {
 
@@ -40,6 +41,37 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
     const std::vector<size_t> slice = sliceOffsets(n, es, p);
     reduceOwnSlice(op, bytes + off * es, n, dtype, rop, slice);
     if (isRoot) copySlicesOut(op, out + off * es, es, slice);
+  }
+}
+
+void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
+                  ReduceOp rop, int root) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  auto* out = static_cast<uint8_t*>(result);
+  const size_t es = dtypeSize(dtype);
+  if (fitsInline(count * es)) {
+    reduce(op, data, result, count, dtype, rop, root);  // already so, in the flag lines
+    return;
+  }
+  const bool isRoot = op.rank() == root;
+  const void* onStack[kStackInputs];
+  std::vector<const void*> heap;
+  const void** inputs = inputArray(onStack, heap, op.size());
+  const size_t chunk = std::max<size_t>(1, op.chunkBytes() / es);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t n = std::min(chunk, count - off);
+    uint8_t* mine = op.begin();
+    if (!isRoot) copy(mine, bytes + off * es, n * es);
+    op.publish();
+    if (!isRoot) continue;  // the root's waits check the leaves, as in a broadcast
+    op.waitAll();
+    // The root's own data first, so that `result` may be its `data`.
+    size_t k = 0;
+    inputs[k++] = bytes + off * es;
+    for (int i = 0; i < op.size(); ++i) {
+      if (i != root) inputs[k++] = op.slot(i);
+    }
+    reduce::reduceInto(rop, dtype, out + off * es, inputs, k, n);
   }
 }
 

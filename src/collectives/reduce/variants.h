@@ -21,6 +21,12 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
 // every rank's `data` read only.
 void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
             int root);
+// The same, with the root reducing every rank's data itself while the
+// others only copy theirs into their slots: one pass over the buffer for
+// each rank instead of the root's three, for a root that has other work
+// (a hierarchical leader's network exchange) and few ranks beside it.
+void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
+                  ReduceOp rop, int root);
 }  // namespace shm
 
 namespace hierarchical {
