@@ -133,6 +133,18 @@ TEST_P(LargeAllReduce, SeveralPiecesAndAPartialOne) {
   EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
 }
 
+// Slots of 12 KiB and pieces of an odd size: the host's sum takes hundreds
+// of shared-memory rounds per piece, with remainders at every boundary, on
+// hosts of two ranks (the leader adds the other's slot to its own data) and
+// of three (the slices) alike.
+TEST_P(LargeAllReduce, OddSlotsAndPieces) {
+  JobOptions o;
+  o.bound = 120s;
+  o.env = {{"MESHCOMM_SHM_SLOT_BYTES", "12288"}, {"MESHCOMM_HIER_PIECE_BYTES", "1048588"}};
+  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);
+  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+}
+
 INSTANTIATE_TEST_SUITE_P(Conformance, LargeAllReduce,
                          ::testing::Values(kHierarchical2x2, kHierarchicalLoneRank),
                          TransportCaseName{});
