@@ -31,10 +31,9 @@ namespace {
 
 // The host's sum, on its leader. With two ranks on the host the leader adds
 // the other's data to its own in one pass while the other only copies, so
-// the leader, whose network exchange is the longest part of the call,
-// moves two thirds of the bytes it moves in the slice-parallel reduce
-// (docs/tuning.md);
-// with more, the slices spread the reduction over the host's ranks.
+// the leader, whose network exchange is the longest part of the call, moves
+// two thirds of the bytes the slice-parallel reduce has it move
+// (docs/tuning.md); with more, the slices spread the reduction over them.
 void hostReduce(ShmOp& local, const void* data, void* result, size_t count, DType dtype,
                 ReduceOp op, int leader) {
   if (local.size() <= 2) {

@@ -50,7 +50,8 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
   auto* out = static_cast<uint8_t*>(result);
   const size_t es = dtypeSize(dtype);
   if (fitsInline(count * es)) {
-    reduce(op, data, result, count, dtype, rop, root);  // already so, in the flag lines
+    // The small reduce already works so, through the flag lines.
+    reduce(op, data, result, count, dtype, rop, root);
     return;
   }
   const bool isRoot = op.rank() == root;

@@ -22,9 +22,10 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
 void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
             int root);
 // The same, with the root reducing every rank's data itself while the
-// others only copy theirs into their slots: one pass over the buffer for
-// each rank instead of the root's three, for a root that has other work
-// (a hierarchical leader's network exchange) and few ranks beside it.
+// others only copy theirs into their slots: one pass over the buffer on
+// every rank, where the slices have the root copy half of it in, reduce
+// its slice and copy the whole out. For a root that has other work (a
+// hierarchical leader's network exchange) and few ranks beside it.
 void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
                   ReduceOp rop, int root);
 }  // namespace shm
