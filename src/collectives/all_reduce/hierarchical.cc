@@ -34,6 +34,16 @@ namespace {
 // the leader, whose network exchange is the longest part of the call, moves
 // two thirds of the bytes the slice-parallel reduce has it move
 // (docs/tuning.md); with more, the slices spread the reduction over them.
+//
+// The host's rounds then take the whole slot, which is wider than the
+// chunk only where the host's ranks outnumber its cores: there every round
+// costs context switches: a 64 MiB call between two emulated hosts of two
+// ranks, each host on a core of its own, took 115-137 ms in 2 MiB rounds
+// against 122-141 ms in 512 KiB ones (docs/tuning.md).
+size_t hostRoundBytes(const ShmOp& local) {
+  return local.size() <= 2 ? local.slotBytes() : local.chunkBytes();
+}
+
 void hostReduce(ShmOp& local, const void* data, void* result, size_t count, DType dtype,
                 ReduceOp op, int leader) {
   if (local.size() <= 2) {
@@ -85,7 +95,8 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
     }
     if (shared) {
       ShmOp local = comm.shmOp();
-      shm::broadcast(local, at, pieces[k].count * es, leader);
+      // In rounds as wide as hostReduce's.
+      shm::broadcast(local, at, pieces[k].count * es, leader, hostRoundBytes(local));
     }
   };
   for (size_t k = 0; k < pieces.size(); ++k) {

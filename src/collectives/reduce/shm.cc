@@ -58,7 +58,7 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
   const void* onStack[kStackInputs];
   std::vector<const void*> heap;
   const void** inputs = inputArray(onStack, heap, op.size());
-  const size_t chunk = std::max<size_t>(1, op.chunkBytes() / es);
+  const size_t chunk = std::max<size_t>(1, op.slotBytes() / es);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
     uint8_t* mine = op.begin();

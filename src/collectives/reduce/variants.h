@@ -25,7 +25,9 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
 // others only copy theirs into their slots: one pass over the buffer on
 // every rank, where the slices have the root copy half of it in, reduce
 // its slice and copy the whole out. For a root that has other work (a
-// hierarchical leader's network exchange) and few ranks beside it.
+// hierarchical leader's network exchange) and few ranks beside it. Rounds
+// are as wide as the slot: wider than the chunk only where the host's ranks
+// outnumber its cores, and there every round costs context switches.
 void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
                   ReduceOp rop, int root);
 }  // namespace shm
