@@ -8,6 +8,8 @@
 // InPlace checks the in-place forms on each transport. Ranks that
 // disagree are in conformance_mismatch_test.cc, many operations in flight
 // in conformance_async_test.cc.
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -127,6 +129,47 @@ int largeAllReduce(RankEnv& e) {
 class LargeAllReduce : public ::testing::TestWithParam<TransportCase> {};
 
 TEST_P(LargeAllReduce, SeveralPiecesAndAPartialOne) {
+  JobOptions o;
+  o.bound = 120s;
+  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);
+  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+}
+
+// Slots of 12 KiB and pieces of an odd size: the host's sum takes hundreds
+// of shared-memory rounds per piece, with remainders at every boundary, on
+// hosts of two ranks (the leader adds the other's slot to its own data) and
+// of three (the slices) alike.
+TEST_P(LargeAllReduce, OddSlotsAndPieces) {
+  JobOptions o;
+  o.bound = 120s;
+  o.env = {{"MESHCOMM_SHM_SLOT_BYTES", "12288"}, {"MESHCOMM_HIER_PIECE_BYTES", "1048588"}};
+  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);
+  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+}
+
+// Every rank on one core, so each host's ranks outnumber its cores: the
+// slots are wider than the chunk there, and a host of two ranks sums and
+// broadcasts each piece in rounds as wide as the slot.
+TEST_P(LargeAllReduce, MoreRanksThanCores) {
+  // This process on its first allowed core while the ranks start (they
+  // inherit it), and back on all of them however the test ends.
+  struct OnOneCore {
+    cpu_set_t saved;
+    bool pinned = false;
+    OnOneCore() {
+      if (sched_getaffinity(0, sizeof(saved), &saved) != 0) return;
+      int first = 0;
+      while (first < CPU_SETSIZE && !CPU_ISSET(first, &saved)) ++first;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(first, &one);
+      pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
+    }
+    ~OnOneCore() {
+      if (pinned) sched_setaffinity(0, sizeof(saved), &saved);
+    }
+  } oneCore;
+  ASSERT_TRUE(oneCore.pinned) << "sched_setaffinity failed";
   JobOptions o;
   o.bound = 120s;
   auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);

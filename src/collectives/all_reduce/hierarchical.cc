@@ -29,6 +29,30 @@
 namespace meshcomm::collectives::hierarchical {
 namespace {
 
+// The host's sum, on its leader. With two ranks on the host the leader adds
+// the other's data to its own in one pass while the other only copies, so
+// the leader, whose network exchange is the longest part of the call, moves
+// two thirds of the bytes the slice-parallel reduce has it move
+// (docs/tuning.md); with more, the slices spread the reduction over them.
+//
+// The host's rounds then take the whole slot, which is wider than the
+// chunk only where the host's ranks outnumber its cores: there every round
+// costs context switches: a 64 MiB call between two emulated hosts of two
+// ranks, each host on a core of its own, took 115-137 ms in 2 MiB rounds
+// against 122-141 ms in 512 KiB ones (docs/tuning.md).
+size_t hostRoundBytes(const ShmOp& local) {
+  return local.size() <= 2 ? local.slotBytes() : local.chunkBytes();
+}
+
+void hostReduce(ShmOp& local, const void* data, void* result, size_t count, DType dtype,
+                ReduceOp op, int leader) {
+  if (local.size() <= 2) {
+    shm::reduceAtRoot(local, data, result, count, dtype, op, leader);
+  } else {
+    shm::reduce(local, data, result, count, dtype, op, leader);
+  }
+}
+
 // Two hosts, `pieces` of the buffer in flight one after the other. Each
 // leader sends its host's sum of a piece to the other leader and adds the
 // other host's sum to its own: a leader's link carries the buffer once in
@@ -59,36 +83,35 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
   auto sum = [&](size_t k) { return sums + (k % 2) * maxPiece * es; };
 
   // Piece k is final on the leader once the exchange is over and the other
-  // host's sum is added; then the host gets it.
+  // host's sum is added (straight into the output, in one pass over both
+  // sums); then the host gets it.
   auto finish = [&](size_t k) {
     uint8_t* at = data + pieces[k].offset * es;
     if (lead) {
       const RequestPtr both[] = {sent[k], received[k]};
       comm.wait(both);
-      std::memcpy(at, sum(k), pieces[k].count * es);
-      reduce::reduceInPlace(op, dtype, at, stage(k), pieces[k].count);
+      const void* sums[] = {sum(k), stage(k)};
+      reduce::reduceInto(op, dtype, at, sums, 2, pieces[k].count);
     }
     if (shared) {
       ShmOp local = comm.shmOp();
-      shm::broadcast(local, at, pieces[k].count * es, leader);
+      // In rounds as wide as hostReduce's.
+      shm::broadcast(local, at, pieces[k].count * es, leader, hostRoundBytes(local));
     }
   };
   for (size_t k = 0; k < pieces.size(); ++k) {
-    // The leader reduces into its scratch copy (the root's buffer of a
-    // shared-memory reduce is its result); the others' inputs stay read-only.
-    uint8_t* mine = data + pieces[k].offset * es;
-    if (lead) {
-      std::memcpy(sum(k), mine, pieces[k].count * es);
-      mine = sum(k);
-    }
+    // The leader's host sum goes to its scratch; every input stays as it is.
+    const uint8_t* mine = data + pieces[k].offset * es;
     if (shared) {
       ShmOp local = comm.shmOp();
-      shm::reduce(local, mine, pieces[k].count, dtype, op, leader);
+      hostReduce(local, mine, lead ? sum(k) : nullptr, pieces[k].count, dtype, op, leader);
+    } else if (lead) {
+      std::memcpy(sum(k), mine, pieces[k].count * es);
     }
     if (lead) {
       const auto step = static_cast<uint32_t>(k);
       received[k] = comm.recv(otherLeader, step, stage(k), pieces[k].count * es);
-      sent[k] = comm.send(otherLeader, step, mine, pieces[k].count * es);
+      sent[k] = comm.send(otherLeader, step, sum(k), pieces[k].count * es);
     }
     if (k > 0) finish(k - 1);
   }
@@ -114,14 +137,13 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   const int leader = localLeader(comm, leaders);
   const bool leads = isLeader(comm, leaders);
   const size_t bytes = count * dtypeSize(dtype);
-  void* host = data;
-  if (leads && bytes > 0) {
-    host = comm.scratch(Scratch::kHostPartial, bytes);
-    std::memcpy(host, data, bytes);
-  }
+  // The leader sums its host in scratch; every input stays as it is.
+  void* host = leads && bytes > 0 ? comm.scratch(Scratch::kHostPartial, bytes) : data;
   if (comm.hasShmDomain()) {
     ShmOp local = comm.shmOp();
-    shm::reduce(local, host, count, dtype, op, leader);
+    hostReduce(local, data, host, count, dtype, op, leader);
+  } else if (host != data) {
+    std::memcpy(host, data, bytes);
   }
   if (leads) {
     SubsetTransport among(comm.transport(), leaders);

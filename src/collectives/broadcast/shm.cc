@@ -12,6 +12,10 @@ namespace meshcomm::collectives::shm {
 // history; the root's own check against theirs happens in its next wait on
 // them (see ShmOp).
 void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
+  broadcast(op, data, bytes, root, op.chunkBytes());
+}
+
+void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes) {
   auto* out = static_cast<uint8_t*>(data);
   const bool isRoot = op.rank() == root;
   if (bytes <= ShmDomain::kCellBytes) {
@@ -26,7 +30,7 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
     copy(out, useInline ? op.inlineOf(root) : op.cell(root), bytes);
     return;
   }
-  const size_t piece = op.chunkBytes();
+  const size_t piece = std::min(roundBytes, op.slotBytes());
   const size_t rounds = roundsFor(bytes, piece);
   const bool stream = streamOutput(bytes);
   for (size_t k = 0; k < rounds; ++k) {

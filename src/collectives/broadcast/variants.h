@@ -15,6 +15,9 @@ namespace meshcomm::collectives {
 namespace shm {
 // shm.cc: every rank's data becomes the local rank `root`'s.
 void broadcast(ShmOp& op, void* data, size_t bytes, int root);
+// The same in rounds of up to `roundBytes` (at most the slot) instead of
+// the chunk.
+void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes);
 }  // namespace shm
 
 namespace hierarchical {

@@ -4,11 +4,18 @@
 
 #include "collectives/reduce/variants.h"
 #include "collectives/shm/rounds.h"
+#include "reduce/reduce.h"
 
 namespace meshcomm::collectives::shm {
 
 void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root) {
-  auto* bytes = static_cast<uint8_t*>(data);
+  reduce(op, data, data, count, dtype, rop, root);
+}
+
+void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
+            int root) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  auto* out = static_cast<uint8_t*>(result);
   const size_t es = dtypeSize(dtype);
   const int p = op.size();
   const int me = op.rank();
@@ -23,7 +30,7 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
     alignas(64) uint8_t own[ShmDomain::kInlineBytes];  // see reduceInlineLines
     copy(own, bytes, count * es);
     op.waitAll();
-    reduceInlineLines(op, own, 0, bytes, count, dtype, rop);
+    reduceInlineLines(op, own, 0, out, count, dtype, rop);
     return;
   }
   // Every rank reduces its slice, the root collects the slices: the root
@@ -31,10 +38,41 @@ void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int 
   const size_t chunk = std::max<size_t>(1, op.chunkBytes() / es);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
-    uint8_t* part = bytes + off * es;
     const std::vector<size_t> slice = sliceOffsets(n, es, p);
-    reduceOwnSlice(op, part, n, dtype, rop, slice);
-    if (isRoot) copySlicesOut(op, part, es, slice);
+    reduceOwnSlice(op, bytes + off * es, n, dtype, rop, slice);
+    if (isRoot) copySlicesOut(op, out + off * es, es, slice);
+  }
+}
+
+void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
+                  ReduceOp rop, int root) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  auto* out = static_cast<uint8_t*>(result);
+  const size_t es = dtypeSize(dtype);
+  if (fitsInline(count * es)) {
+    // The small reduce already works so, through the flag lines.
+    reduce(op, data, result, count, dtype, rop, root);
+    return;
+  }
+  const bool isRoot = op.rank() == root;
+  const void* onStack[kStackInputs];
+  std::vector<const void*> heap;
+  const void** inputs = inputArray(onStack, heap, op.size());
+  const size_t chunk = std::max<size_t>(1, op.slotBytes() / es);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t n = std::min(chunk, count - off);
+    uint8_t* mine = op.begin();
+    if (!isRoot) copy(mine, bytes + off * es, n * es);
+    op.publish();
+    if (!isRoot) continue;  // the root's waits check the leaves, as in a broadcast
+    op.waitAll();
+    // The root's own data first, so that `result` may be its `data`.
+    size_t k = 0;
+    inputs[k++] = bytes + off * es;
+    for (int i = 0; i < op.size(); ++i) {
+      if (i != root) inputs[k++] = op.slot(i);
+    }
+    reduce::reduceInto(rop, dtype, out + off * es, inputs, k, n);
   }
 }
 

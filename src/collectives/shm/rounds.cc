@@ -24,7 +24,7 @@ void reduceInlineLines(ShmOp& op, const uint8_t* own, size_t offset, void* out, 
   reduce::reduceInto(rop, dtype, out, in, static_cast<size_t>(op.size()), count);
 }
 
-void reduceOwnSlice(ShmOp& op, uint8_t* part, size_t n, DType dtype, ReduceOp rop,
+void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, ReduceOp rop,
                     const std::vector<size_t>& slice) {
   const size_t es = dtypeSize(dtype);
   const auto me = static_cast<size_t>(op.rank());

@@ -87,7 +87,7 @@ std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts);
 // Round A of the slice-parallel algorithms: every rank publishes its
 // chunk `part` (n elements), then reduces slice `me` of every rank's copy
 // straight into its slot of round B, which it publishes.
-void reduceOwnSlice(ShmOp& op, uint8_t* part, size_t n, DType dtype, ReduceOp rop,
+void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, ReduceOp rop,
                     const std::vector<size_t>& slice);
 
 // Round B, for a rank that wants the result: every finished slice, out.

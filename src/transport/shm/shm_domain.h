@@ -224,7 +224,8 @@ class ShmOp {
   ShmDomain& domain() { return d_; }
   int rank() const { return d_.localRank(); }
   int size() const { return d_.localSize(); }
-  // The whole slot. all_to_all uses up to a chunk of it per peer.
+  // The whole slot. all_to_all uses up to a chunk of it per peer, the
+  // hierarchical all_reduce on a host of two ranks all of it.
   size_t slotBytes() const { return d_.slotBytes(); }
   // What the other pipelined collectives publish per round. Every rank
   // reads every rank's, so their working set is P of these.

@@ -28,7 +28,8 @@ constexpr int64_t kDefaultChunkBytes = 512 * 1024;
 // switches, so there the slot is this many chunks wide and all_to_all, whose
 // per-peer piece is the slot over P-1, moves up to a chunk per peer and
 // round. The other collectives lose with more than a chunk per round
-// (docs/tuning.md, "Slot size").
+// (docs/tuning.md, "Slot size"), except the hierarchical all_reduce on a
+// host of two ranks, whose leader also waits on the network.
 constexpr size_t kOversubscribedSlotChunks = 4;
 
 struct SlotSizes {
