@@ -69,9 +69,10 @@ HOSTS_UP=0
 MPI_HOSTFILE="$LOGS/hostfile"
 NEXT_PORT=$((29500 + RANDOM % 2000))
 
+source "$ROOT/bench/emulated_hosts.sh"
+
 hosts_down() {
-  local ns
-  for ns in "${HOSTS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  emulated_hosts_down
   [[ -n "${MPI_TMPDIR:-}" ]] && rm -rf "$MPI_TMPDIR"
   HOSTS_UP=0
 }
@@ -85,45 +86,8 @@ hosts_up() {
   # Open MPI's daemons, one per namespace, each with a /tmp of its own
   # (bench/netns_rsh.sh); short, since it ends up in socket paths.
   MPI_TMPDIR="$(mktemp -d /tmp/mcb-ompi.XXXXXX)"
-  ip netns add "${HOSTS[0]}"
-  ip netns add "${HOSTS[1]}"
-  ip netns exec "${HOSTS[0]}" ip link add "$HOST_IF" type veth peer name "$HOST_IF" netns "${HOSTS[1]}"
-  local i
-  for i in 0 1; do
-    ip netns exec "${HOSTS[$i]}" ip addr add "${HOST_ADDR[$i]}/24" dev "$HOST_IF"
-    ip netns exec "${HOSTS[$i]}" ip link set "$HOST_IF" up
-    ip netns exec "${HOSTS[$i]}" ip link set lo up
-  done
+  emulated_hosts_up
   say "hosts: network namespaces ${HOSTS[*]} (${HOST_ADDR[*]}, veth $HOST_IF)"
-}
-
-# Shapes both directions of the veth to RATE (tc's syntax: 1gbit, 10gbit).
-# The bucket holds 1 ms at the rate (at least 64 KiB, one GSO packet), so
-# no burst runs far beyond it; packets queue for up to 20 ms.
-shape() {
-  local rate="$1" bits
-  bits=$(tc_bits "$rate")
-  local burst=$((bits / 8 / 1000))
-  (( burst < 65536 )) && burst=65536
-  local i
-  for i in 0 1; do
-    ip netns exec "${HOSTS[$i]}" tc qdisc replace dev "$HOST_IF" root tbf rate "$rate" \
-      burst "$burst" latency 20ms
-  done
-}
-
-unshape() {
-  local i
-  for i in 0 1; do ip netns exec "${HOSTS[$i]}" tc qdisc del dev "$HOST_IF" root 2>/dev/null || true; done
-}
-
-tc_bits() {  # 10gbit -> 10000000000
-  local r="${1,,}" m=1
-  case "$r" in *gbit) m=1000000000 ;; *mbit) m=1000000 ;; *kbit) m=1000 ;; *bit) m=1 ;;
-    *) die "--rates: '$1' is not a rate like 1gbit or 500mbit" ;; esac
-  r="${r%[gmk]bit}"; r="${r%bit}"
-  [[ "$r" =~ ^[0-9]+$ ]] || die "--rates: '$1' is not a rate like 1gbit or 500mbit"
-  echo $((r * m))
 }
 
 # ---- one library, one operation, one network ----
@@ -209,13 +173,13 @@ for REP in $(seq "$REPEATS"); do
   done
   for rate in $RATES; do
     hosts_up
-    shape "$rate"
+    shape_link "$rate"
     say "veth shaped to $rate (tc tbf)"
     for lib in "${TCP_LIBS[@]}"; do
       RUN_TAG="2x2@$rate"
       run_tcp "$lib" all_reduce "2x2@$rate" 4 "${LARGE[@]}"
     done
-    unshape
+    unshape_link
   done
 done
 hosts_down

@@ -38,14 +38,12 @@ done
 WORK="$(mktemp -d /tmp/tcp_ceilings.XXXXXX)"
 NS_TAG="mtc$$r$RANDOM"
 HOSTS=("${NS_TAG}a" "${NS_TAG}b")
-ADDRS=(10.78.0.1 10.78.0.2)
-IFACE=mtc0
+HOST_ADDR=(10.78.0.1 10.78.0.2)
+HOST_IF=mtc0
 NS_UP=0
+source "$ROOT/bench/emulated_hosts.sh"
 cleanup() {
-  if [[ "$NS_UP" -eq 1 ]]; then
-    local ns
-    for ns in "${HOSTS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-  fi
+  [[ "$NS_UP" -eq 1 ]] && emulated_hosts_down
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -63,40 +61,11 @@ run() {  # LABEL=... run COMMAND...: its one line of output, after the label
 }
 
 namespaces_up() {
-  ip netns add "${HOSTS[0]}"
-  ip netns add "${HOSTS[1]}"
   NS_UP=1
-  ip netns exec "${HOSTS[0]}" ip link add "$IFACE" type veth peer name "$IFACE" netns "${HOSTS[1]}"
-  local i
-  for i in 0 1; do
-    ip netns exec "${HOSTS[$i]}" ip addr add "${ADDRS[$i]}/24" dev "$IFACE"
-    ip netns exec "${HOSTS[$i]}" ip link set "$IFACE" up
-    ip netns exec "${HOSTS[$i]}" ip link set lo up
-  done
+  emulated_hosts_up
 }
 
-# As bench/compare_tcp.sh: both ends, a bucket of 1 ms at the rate (at
-# least 64 KiB), packets queued up to 20 ms.
-shape() {
-  local rate="$1" bits burst i
-  case "${rate,,}" in
-    *gbit) bits=$(( ${rate%[gG]bit} * 1000000000 )) ;;
-    *mbit) bits=$(( ${rate%[mM]bit} * 1000000 )) ;;
-    *) die "--rates: '$rate' is not a rate like 10gbit or 500mbit" ;;
-  esac
-  burst=$((bits / 8 / 1000))
-  (( burst < 65536 )) && burst=65536
-  for i in 0 1; do
-    ip netns exec "${HOSTS[$i]}" tc qdisc replace dev "$IFACE" root tbf rate "$rate" \
-      burst "$burst" latency 20ms
-  done
-}
-unshape() {
-  local i
-  for i in 0 1; do ip netns exec "${HOSTS[$i]}" tc qdisc del dev "$IFACE" root 2>/dev/null || true; done
-}
-
-ACROSS=(--netns "${HOSTS[0]},${HOSTS[1]}" --addrs "${ADDRS[0]},${ADDRS[1]}")
+ACROSS=(--netns "${HOSTS[0]},${HOSTS[1]}" --addrs "${HOST_ADDR[0]},${HOST_ADDR[1]}")
 loopback_runs() {
   LABEL="loopback one way, 1 stream" run "${STREAMS[@]}" --oneway
   LABEL="loopback one way, 2 streams" run "${STREAMS[@]}" --oneway --streams 2
@@ -122,9 +91,9 @@ for rep in $(seq "$REPEATS"); do
   if [[ "$NS_UP" -eq 1 ]]; then
     across_runs unshaped
     for rate in $RATES; do
-      shape "$rate"
+      shape_link "$rate"
       across_runs "tbf $rate"
-      unshape
+      unshape_link
     done
   fi
 done
