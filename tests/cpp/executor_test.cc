@@ -219,20 +219,21 @@ TEST_F(ExecutorTest, ErrorThatBreaksTheTransportFailsEveryLaterOperation) {
   // so the engine is claimed once that thread is done.
   const auto until = std::chrono::steady_clock::now() + 5s;
   bool claimed = false;
-  while (!claimed && std::chrono::steady_clock::now() < until) {
-    claimed = executor_->beginInline();
-    if (!claimed) std::this_thread::sleep_for(1ms);
+  for (;;) {
+    if (executor_->beginInline()) {
+      EXPECT_EQ(catchError([&] {
+                  executor_->assertDriving();
+                  executor_->throwIfBroken();
+                }),
+                Caught::kPeerLost);
+      executor_->endInline();
+      claimed = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(1ms);
   }
-  if (claimed) {
-    EXPECT_EQ(catchError([&] {
-                executor_->assertDriving();
-                executor_->throwIfBroken();
-              }),
-              Caught::kPeerLost);
-    executor_->endInline();
-  } else {
-    ADD_FAILURE() << "the idle executor did not let the caller claim its engine within 5 s";
-  }
+  if (!claimed) ADD_FAILURE() << "the idle executor did not let the caller claim its engine within 5 s";
 }
 
 // An error that leaves the transport whole (a refused argument) fails only
