@@ -243,6 +243,24 @@ run_one() {
   fi
 }
 
+# The end of a run, one host or over TCP: the rows kept as
+# <NAME>-latest.csv, the failures listed, and the report REPORT_SCRIPT makes
+# of them unless --no-report.
+finish_run() {  # finish_run NAME REPORT_SCRIPT
+  local name="$1" report="$2"
+  cp "$CSV" "$RESULTS_DIR/$name-latest.csv"
+  say "rows: $CSV ($(($(wc -l < "$CSV") - 1)) rows; logs in $LOGS)"
+  if [[ ${#FAILURES[@]} -gt 0 ]]; then
+    printf '%s\n' "${FAILURES[@]}" > "$LOGS/failures.txt"
+    say "${#FAILURES[@]} benchmark(s) failed; their rows are missing:"
+    printf '  %s\n' "${FAILURES[@]}" >&2
+  fi
+  if [[ "$REPORT" -eq 1 ]]; then
+    "$PY" "$ROOT/bench/$report" "$CSV" --img-dir "$IMG_DIR" \
+      --failures "$LOGS/failures.txt" | tee "$RESULTS_DIR/$name-$STAMP.md"
+  fi
+}
+
 # Over TCP, on loopback and across network namespaces: bench/compare_tcp.sh.
 [[ "$TRANSPORT" == tcp ]] && source "$ROOT/bench/compare_tcp.sh"
 
@@ -294,15 +312,4 @@ if has_lib torch-meshcomm; then
   done
 fi
 
-cp "$CSV" "$RESULTS_DIR/compare-latest.csv"
-say "rows: $CSV ($(($(wc -l < "$CSV") - 1)) rows; logs in $LOGS)"
-if [[ ${#FAILURES[@]} -gt 0 ]]; then
-  printf '%s\n' "${FAILURES[@]}" > "$LOGS/failures.txt"
-  say "${#FAILURES[@]} benchmark(s) failed; their rows are missing:"
-  printf '  %s\n' "${FAILURES[@]}" >&2
-fi
-
-if [[ "$REPORT" -eq 1 ]]; then
-  "$PY" "$ROOT/bench/compare_report.py" "$CSV" --img-dir "$IMG_DIR" \
-    --failures "$LOGS/failures.txt" | tee "$RESULTS_DIR/compare-$STAMP.md"
-fi
+finish_run compare compare_report.py

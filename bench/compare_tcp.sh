@@ -185,15 +185,5 @@ done
 hosts_down
 trap - EXIT
 
-cp "$CSV" "$RESULTS_DIR/compare-tcp-latest.csv"
-say "rows: $CSV ($(($(wc -l < "$CSV") - 1)) rows; logs in $LOGS)"
-if [[ ${#FAILURES[@]} -gt 0 ]]; then
-  printf '%s\n' "${FAILURES[@]}" > "$LOGS/failures.txt"
-  say "${#FAILURES[@]} benchmark(s) failed; their rows are missing:"
-  printf '  %s\n' "${FAILURES[@]}" >&2
-fi
-if [[ "$REPORT" -eq 1 ]]; then
-  "$PY" "$ROOT/bench/compare_tcp_report.py" "$CSV" --img-dir "$IMG_DIR" \
-    --failures "$LOGS/failures.txt" | tee "$RESULTS_DIR/compare-tcp-$STAMP.md"
-fi
+finish_run compare-tcp compare_tcp_report.py
 exit 0
