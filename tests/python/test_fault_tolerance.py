@@ -387,17 +387,8 @@ def test_kill_shrink_twice_across_hosts(tmp_path, free_port):
                  "--master-addr", hosts.addresses[0], "--master-port", str(free_port),
                  "--on-worker-failure", "continue", JOB, "kill", str(tmp_path)],
                 env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        outputs = []
-        try:
-            for p in procs:
-                out, _ = p.communicate(timeout=120)
-                outputs.append(out)
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-    assert [p.returncode for p in procs] == [0, 128 + 9], "\n".join(outputs)
+        codes, outputs = mh.collect(procs, timeout=120)
+    assert codes == [0, 128 + 9], "\n".join(outputs)
     _check_survivors(str(tmp_path), [0, 1], [2, 3])
 
 

@@ -117,10 +117,16 @@ def _launch(hosts, port, count):
                "--master-port", str(port), str(JOB), str(count)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
+    return collect(procs, timeout=180)
+
+
+def collect(procs, timeout):
+    """Waits for every launcher (each at most `timeout` s), killing what is
+    left on the way out; returns their exit codes and outputs."""
     outputs = []
     try:
         for p in procs:
-            out, _ = p.communicate(timeout=180)
+            out, _ = p.communicate(timeout=timeout)
             outputs.append(out)
     finally:
         for p in procs:
