@@ -263,6 +263,17 @@ def _free_port(addr):
     raise OSError(f"cannot bind a port on {addr}: {last}")
 
 
+def _port_with_free_next(tries=50):
+    """A kernel-chosen port P whose neighbour P + 1 is free too, or 0 (let
+    the store choose). Under meshrun, torch's env:// rendezvous takes
+    MASTER_PORT + 1 (meshcomm/torch/launch_env.py), so the job needs both."""
+    for _ in range(tries):
+        port = _free_port("0.0.0.0")
+        if port < 65535 and not _port_in_use(port) and not _port_in_use(port + 1):
+            return port
+    return 0
+
+
 def _port_in_use(port):
     """Whether the store of rank 0 would fail to bind port. It listens on
     0.0.0.0 with SO_REUSEADDR, so this asks the same question the same way."""
@@ -802,7 +813,7 @@ def _host_store(opts):
         from ._meshcomm import TCPStore
     except ImportError:
         return None, None
-    port = 0 if opts.master_port is None else opts.master_port
+    port = _port_with_free_next() if opts.master_port is None else opts.master_port
     if port and _port_in_use(port):
         _say(f"port {port} is in use on this host; meshrun could not host the store "
              "there. Choose another --master-port")
