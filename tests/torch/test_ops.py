@@ -343,6 +343,12 @@ def op_matrix(rank, size, port):
                 except Exception as e:  # reported, the matrix goes on
                     failures.append(f"{where}: meshcomm raised {type(e).__name__}: {e}")
                     continue
+                if name == "barrier":
+                    # Nothing to compare, and gloo's barrier re-raises the
+                    # error of an earlier failed work (gloo lacks int16) only
+                    # on ranks where that work is still alive: the others
+                    # then wait for them forever.
+                    continue
                 try:
                     expect, source = run(gl), "gloo"
                 except Exception:
