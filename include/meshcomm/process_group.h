@@ -171,6 +171,13 @@ struct InitOptions {
   // the default when this is left at 0.
   std::chrono::milliseconds timeout{0};
   std::string backend = "mccl";
+  // Tells this World's groups apart in flight-recorder records and traces
+  // when the process already belongs to a job through an earlier World
+  // that is still alive (torch.distributed makes one World per group and
+  // passes its group's name). Records of such a World name ranks by the
+  // job's numbering; its groups are named "<name>@<label>", by default
+  // the label lists the members' job ranks.
+  std::string label;
 };
 
 class WorldImpl;

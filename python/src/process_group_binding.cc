@@ -232,7 +232,7 @@ class WorldHandle {
 
 std::unique_ptr<WorldHandle> initWorld(std::shared_ptr<Store> store, std::string initMethod,
                                        int rank, int worldSize, int64_t timeoutMs,
-                                       std::string backend) {
+                                       std::string backend, std::string label) {
   InitOptions o;
   o.initMethod = std::move(initMethod);
   o.store = std::move(store);
@@ -240,6 +240,7 @@ std::unique_ptr<WorldHandle> initWorld(std::shared_ptr<Store> store, std::string
   o.worldSize = worldSize;
   o.timeout = std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs);
   o.backend = std::move(backend);
+  o.label = std::move(label);
   std::shared_ptr<World> world;
   {
     py::gil_scoped_release release;
@@ -253,8 +254,10 @@ void bindWorld(py::module_& m) {
                           "The job: its ranks and groups (see meshcomm/process_group.h).")
       .def(py::init(&initWorld), py::arg("store") = nullptr, py::arg("init_method") = std::string(),
            py::arg("rank") = -1, py::arg("world_size") = -1, py::arg("timeout_ms") = 0,
-           py::arg("backend") = std::string("mccl"),
-           "Join the job (collective: returns once every rank has joined).")
+           py::arg("backend") = std::string("mccl"), py::arg("label") = std::string(),
+           "Join the job (collective: returns once every rank has joined). `label` tells "
+           "this World's groups apart in flight-recorder records when the process already "
+           "belongs to a job through another World.")
       .def_property_readonly("rank", [](const WorldHandle& w) { return w.get().rank(); })
       .def_property_readonly("size", [](const WorldHandle& w) { return w.get().size(); })
       .def_property_readonly("local_rank",

@@ -70,6 +70,7 @@ struct Job {
   Mutex mu;
   int worldRank GUARDED_BY(mu) = -1;
   int worldSize GUARDED_BY(mu) = -1;
+  bool claimed GUARDED_BY(mu) = false;  // by a World still alive
   std::string key GUARDED_BY(mu);
   std::vector<GroupEntry> groups GUARDED_BY(mu);
 };
@@ -224,9 +225,11 @@ int64_t FlightRecorder::toNanoseconds(int64_t ticks, double nsPerTick) {
   return b.ns + static_cast<int64_t>(static_cast<double>(ticks - b.ticks) * nsPerTick);
 }
 
-void FlightRecorder::setJob(int worldRank, int worldSize, const std::string& jobKey) {
+bool FlightRecorder::claimJob(int worldRank, int worldSize, const std::string& jobKey) {
   Job& j = job();
   MutexLock lock(j.mu);
+  if (j.claimed) return false;
+  j.claimed = true;
   j.worldRank = worldRank;
   j.worldSize = worldSize;
   // A part of a path: anything but letters, digits, '-' and '_' becomes '_'.
@@ -234,6 +237,19 @@ void FlightRecorder::setJob(int worldRank, int worldSize, const std::string& job
   for (char& c : j.key) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
   }
+  return true;
+}
+
+void FlightRecorder::releaseJob() {
+  Job& j = job();
+  MutexLock lock(j.mu);
+  j.claimed = false;
+}
+
+int FlightRecorder::jobRank() {
+  Job& j = job();
+  MutexLock lock(j.mu);
+  return j.worldRank;
 }
 
 uint32_t FlightRecorder::registerGroup(const std::string& name, int rank,

@@ -42,9 +42,18 @@ class FlightRecorder {
   // Throws InvalidArgument (on first use) when the variable is malformed.
   static FlightRecorder* instance();
 
-  // Who this process is in the job, for the dump's header and file name.
-  // `jobKey` names the default dump directory (the same on every rank).
-  static void setJob(int worldRank, int worldSize, const std::string& jobKey);
+  // Who this process is in its job, for the dump's header and file name:
+  // the first World it joins, for as long as that World lives. A World
+  // made meanwhile (torch.distributed makes one per group) is a group of
+  // the same job and leaves the identity alone. `jobKey` names the default
+  // dump directory (the same on every rank). Returns whether this call
+  // took the identity.
+  static bool claimJob(int worldRank, int worldSize, const std::string& jobKey);
+  // The World that claimed the identity ended: the next one to join takes
+  // it (dumps name the old one until then).
+  static void releaseJob();
+  // This process's rank in its job, -1 before it joined one.
+  static int jobRank();
   // A group this process belongs to. Returns the index its records carry.
   static uint32_t registerGroup(const std::string& name, int rank, const std::vector<int>& worldRanks);
 

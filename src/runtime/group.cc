@@ -9,7 +9,7 @@ namespace meshcomm {
 GroupImpl::GroupImpl(GroupConfig config, GroupTransport transport)
     : config_(std::move(config)),
       links_(std::move(transport)),
-      traced_(config_.name, config_.rank, config_.worldRanks),
+      traced_(config_.traceName, config_.rank, config_.traceRanks),
       executor_(std::make_unique<Executor>(config_.name, *links_.transport)) {}
 
 GroupImpl::~GroupImpl() {

@@ -29,6 +29,11 @@ struct GroupConfig {
   int rank = 0;
   std::vector<int> worldRanks;
   std::chrono::milliseconds timeout{0};
+  // How flight-recorder records and traces name the group and its members:
+  // name and worldRanks, except in a World that is not the process's first
+  // (InitOptions::label), whose members keep their ranks in the job.
+  std::string traceName;
+  std::vector<int> traceRanks;
 };
 
 class GroupImpl {

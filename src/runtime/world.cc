@@ -118,6 +118,12 @@ class WorldImpl {
   std::vector<std::string> hostIdOfRank;  // by world rank (transport/placement.h)
   int machineSize = 1;                    // ranks on this machine (transport/machine.h)
   bool oversubscribed = false;            // more ranks on this machine than usable CPUs
+  // Flight recorder: whether this World names the process in dumps, each
+  // rank's rank in the process's job, and what tells this World's groups
+  // apart from the job's own (InitOptions::label; "" in the job's World).
+  bool namesProcess = false;
+  std::vector<int> jobRankOfRank;
+  std::string traceLabel;
 
   std::shared_ptr<Store> userStore;      // what the job rendezvoused through
   std::shared_ptr<TCPStore> liveStore;   // this runtime's own connection, if TCP
@@ -136,6 +142,10 @@ class WorldImpl {
   std::shared_ptr<ProcessGroup> createGroup(const std::string& name, std::vector<int> members,
                                             std::chrono::milliseconds groupTimeout) EXCLUDES(mu);
   void shutdown() EXCLUDES(mu);
+  // Also when joining failed part way.
+  ~WorldImpl() {
+    if (namesProcess) FlightRecorder::releaseJob();
+  }
 };
 
 std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
@@ -211,7 +221,11 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
                                              " ranks)"
                                        : std::string()));
 
-  GroupConfig config{name, groupRank, members, groupTimeout};
+  GroupConfig config{name, groupRank, members, groupTimeout, name, members};
+  if (!traceLabel.empty()) {
+    config.traceName = name + "@" + traceLabel;
+    for (int& m : config.traceRanks) m = jobRankOfRank[static_cast<size_t>(m)];
+  }
   auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(links));
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
   MutexLock lock(mu);
@@ -428,13 +442,15 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   w->jobPrefix = keyRoot + "/job" + std::to_string(generation);
   w->jobStore = std::make_shared<PrefixStore>(w->jobPrefix, runtimeStore);
   // Names the flight recorder's files and default directory, the same on every rank.
-  FlightRecorder::setJob(rank, size,
-                         envString("MESHCOMM_JOB_ID").value_or("port" + std::to_string(storePort)).substr(0, 12) +
-                             "-" + std::to_string(generation));
+  w->namesProcess = FlightRecorder::claimJob(
+      rank, size,
+      envString("MESHCOMM_JOB_ID").value_or("port" + std::to_string(storePort)).substr(0, 12) + "-" +
+          std::to_string(generation));
 
   const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
-                         " pid=" + std::to_string(getpid()) + " machine=" + localMachineId() +
-                         " node=" + localHostId();
+                         " pid=" + std::to_string(getpid()) +
+                         " job_rank=" + std::to_string(FlightRecorder::jobRank()) +
+                         " machine=" + localMachineId() + " node=" + localHostId();
   const std::string rankKey = "rank/" + std::to_string(rank);
   Bytes claimed = w->jobStore->compareSet(rankKey, Bytes{}, Bytes(me.begin(), me.end()));
   if (std::string(claimed.begin(), claimed.end()) != me) {
@@ -470,6 +486,10 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
         static_cast<int>(w->hostIdOfRank.size()) - 1 < rank) {
       ++localIndex;
     }
+    const size_t jobRank = s.find(" job_rank=");
+    w->jobRankOfRank.push_back(jobRank == std::string::npos
+                                   ? static_cast<int>(w->jobRankOfRank.size())
+                                   : std::atoi(s.c_str() + jobRank + 10));
     const size_t machine = s.find(" machine=");
     if (machine != std::string::npos && node != std::string::npos && machine < node &&
         std::string_view(s).substr(machine + 9, node - machine - 9) == myMachineId) {
@@ -484,6 +504,14 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   // Busy-polling only pays while every rank has a core to itself.
   int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", w->oversubscribed ? 0 : 50);
   w->spin = std::chrono::microseconds(std::max<int64_t>(0, spinUs));
+
+  if (!w->namesProcess) {
+    w->traceLabel = options.label;
+    if (w->traceLabel.empty()) {
+      w->traceLabel = "ranks";
+      for (int r : w->jobRankOfRank) w->traceLabel += "_" + std::to_string(r);
+    }
+  }
 
   std::vector<int> all(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) all[static_cast<size_t>(r)] = r;

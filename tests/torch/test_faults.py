@@ -267,3 +267,51 @@ def test_destroy_releases_everything(tmp_path):
         # (thread pools); later rounds add nothing.
         assert seen[1] == seen[2], (rank, seen)
         assert seen[2][2] == 0, (rank, seen)
+
+
+def dumps_with_a_sub_group(rank, size, port, dump_dir):
+    import torch
+    import torch.distributed as dist
+    import meshcomm
+    init(rank, size, port)
+    sub = dist.new_group([1, 2], backend="meshcomm")
+    x = torch.ones(4)
+    dist.all_reduce(x)
+    big = torch.ones(1 << 19)  # large enough to be queued when async
+    pending = None
+    if rank in (1, 2):
+        dist.all_reduce(x, group=sub)
+    if rank == 1:
+        pending = dist.all_reduce(big, group=sub, async_op=True)  # rank 2 comes later
+    dist.barrier()
+    path = meshcomm.dump_flight_recorder(dump_dir)
+    dist.barrier()
+    if rank == 2:
+        dist.all_reduce(big, group=sub)
+    if pending is not None:
+        pending.wait()
+    dist.destroy_process_group()
+    return path
+
+
+def test_flight_recorder_names_torch_ranks_and_groups(tmp_path):
+    """Each torch group is a meshcomm World of its own: the dumps still name
+    the process by its torch rank, one file each, and a sub-group's records
+    by the torch ranks of its members, apart from the default group's."""
+    import json
+    from meshcomm import diagnose
+    out = run_ranks(dumps_with_a_sub_group, 3, str(tmp_path))
+    assert sorted(os.path.basename(p) for p in out.values.values()) == \
+        ["rank_0.jsonl", "rank_1.jsonl", "rank_2.jsonl"]
+    for rank in range(3):
+        lines = (tmp_path / f"rank_{rank}.jsonl").read_text().splitlines()
+        header = json.loads(lines[0])
+        assert (header["rank"], header["world_size"]) == (rank, 3), header
+        groups = {g["name"]: g["world_ranks"] for g in header["groups"]}
+        assert groups.pop("mccl_world_group") == [0, 1, 2], header
+        if rank:
+            [(name, ranks)] = groups.items()
+            assert name.startswith("mccl_world_group@torch:") and ranks == [1, 2], header
+    result = diagnose.diagnose(str(tmp_path))
+    assert result.status == 1, result.text
+    assert "@torch:" in result.text and "rank 2" in result.text, result.text

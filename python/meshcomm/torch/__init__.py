@@ -38,9 +38,9 @@ def register():
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     try:
-        dist.Backend.register_backend(BACKEND_NAME, create, devices=["cpu"])
+        dist.Backend.register_backend(BACKEND_NAME, create, extended_api=True, devices=["cpu"])
     except TypeError:  # torch < 2.1 has no devices argument
-        dist.Backend.register_backend(BACKEND_NAME, create)
+        dist.Backend.register_backend(BACKEND_NAME, create, extended_api=True)
 
 
 register()

@@ -111,11 +111,14 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     backend="meshcomm")``); not meant to be constructed directly.
     """
 
-    def __init__(self, store, rank, size, timeout):
+    def __init__(self, store, rank, size, timeout, group_id=""):
         super().__init__(rank, size)
         self._timeout_ms = _ms(timeout)
+        # Each torch group is a meshcomm World; the label keeps a sub-group's
+        # flight-recorder records apart from the default group's.
         self._world = _meshcomm.World(store=_meshcomm.PythonStore(store), rank=rank,
-                                      world_size=size, timeout_ms=self._timeout_ms)
+                                      world_size=size, timeout_ms=self._timeout_ms,
+                                      label=f"torch:{group_id}" if group_id else "")
         self._pg = self._world.world_group()
         # How long waits busy-poll, chosen as meshcomm's own API does.
         configure_wait(self._world.machine_size)
@@ -685,9 +688,11 @@ def _complete_futures(q):
         work.complete_future(future)
 
 
-def create(store, rank, size, timeout):
-    """The creator torch calls for the backend "meshcomm"."""
-    return ProcessGroupMeshcomm(store, rank, size, timeout)
+def create(options, _backend_options=None):
+    """The creator torch calls for the backend "meshcomm" (registered with
+    torch's extended API, which also names the group)."""
+    return ProcessGroupMeshcomm(options.store, options.group_rank, options.group_size,
+                                options.timeout, str(options.group_id or ""))
 
 
 def close_all():
