@@ -5,6 +5,7 @@ process group leaves behind."""
 
 import gc
 import os
+import re
 import signal
 import time
 
@@ -270,26 +271,28 @@ def test_destroy_releases_everything(tmp_path):
 
 
 def dumps_with_a_sub_group(rank, size, port, dump_dir):
+    from datetime import timedelta
     import torch
     import torch.distributed as dist
     import meshcomm
+    os.environ["MESHCOMM_DUMP_DIR"] = dump_dir
     init(rank, size, port)
-    sub = dist.new_group([1, 2], backend="meshcomm")
+    sub = dist.new_group([1, 2], backend="meshcomm", timeout=timedelta(seconds=2))
     x = torch.ones(4)
     dist.all_reduce(x)
-    big = torch.ones(1 << 19)  # large enough to be queued when async
-    pending = None
     if rank in (1, 2):
         dist.all_reduce(x, group=sub)
     if rank == 1:
-        pending = dist.all_reduce(big, group=sub, async_op=True)  # rank 2 comes later
+        # Rank 2 never comes: the timeout writes this rank's dump.
+        try:
+            dist.all_reduce(x, group=sub)
+        except RuntimeError:
+            path = os.path.join(dump_dir, f"rank_{rank}.jsonl")
+        else:
+            raise AssertionError("an all_reduce without rank 2 returned")
+    else:
+        path = meshcomm.dump_flight_recorder()
     dist.barrier()
-    path = meshcomm.dump_flight_recorder(dump_dir)
-    dist.barrier()
-    if rank == 2:
-        dist.all_reduce(big, group=sub)
-    if pending is not None:
-        pending.wait()
     dist.destroy_process_group()
     return path
 
@@ -314,4 +317,33 @@ def test_flight_recorder_names_torch_ranks_and_groups(tmp_path):
             assert name.startswith("mccl_world_group@torch:") and ranks == [1, 2], header
     result = diagnose.diagnose(str(tmp_path))
     assert result.status == 1, result.text
-    assert "@torch:" in result.text and "rank 2" in result.text, result.text
+    assert re.search(r"group mccl_world_group@torch:\S+ \(2 ranks\)", result.text), result.text
+    assert "rank 1 failed in all_reduce #1" in result.text, result.text
+    assert "rank 2 last finished all_reduce #0 and never entered #1" in result.text, result.text
+
+
+def sub_group_mismatch(rank, size, port, dump_dir):
+    import torch
+    import torch.distributed as dist
+    os.environ["MESHCOMM_DUMP_DIR"] = dump_dir
+    init(rank, size, port)
+    sub = dist.new_group([1, 2], backend="meshcomm")
+    message = None
+    if rank in (1, 2):
+        try:
+            dist.all_reduce(torch.ones(4 * rank), group=sub)
+        except RuntimeError as e:
+            message = str(e)
+    dist.destroy_process_group()
+    return message
+
+
+def test_sub_group_errors_name_the_global_ranks(tmp_path):
+    """meshcomm numbers a sub-group's ranks from 0; the message says which
+    torch ranks those are."""
+    out = run_ranks(sub_group_mismatch, 3, str(tmp_path))
+    assert out.values[0] is None
+    for rank in (1, 2):
+        message = out.values[rank]
+        assert message and "not running the same operation" in message, message
+        assert "whose ranks 0-1 are global ranks 1, 2)" in message, message

@@ -111,7 +111,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     backend="meshcomm")``); not meant to be constructed directly.
     """
 
-    def __init__(self, store, rank, size, timeout, group_id=""):
+    def __init__(self, store, rank, size, timeout, group_id="", global_ranks=()):
         super().__init__(rank, size)
         self._timeout_ms = _ms(timeout)
         # Each torch group is a meshcomm World; the label keeps a sub-group's
@@ -130,6 +130,10 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._pending_lock = threading.Lock()
         self._torch_group_name = ""
         self._torch_group_desc = ""
+        # meshcomm numbers a sub-group's ranks from 0 ("world rank" in its
+        # messages); torch users think in global ranks.
+        global_ranks = list(global_ranks)
+        self._global_ranks = global_ranks if global_ranks != list(range(size)) else []
         self._futures = None        # (queue, thread) completing get_future()s
         _LIVE.add(self)
 
@@ -258,9 +262,12 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         group is a meshcomm job of its own). The group is broken now."""
         self._broken = True
         if self._torch_group_name and type(error).__module__.startswith("meshcomm"):
+            where = f"torch.distributed group '{self._torch_group_name}'"
+            if self._global_ranks:
+                where += (f", whose ranks 0-{self._size - 1} are global ranks "
+                          f"{', '.join(map(str, self._global_ranks))}")
             try:
-                return type(error)(f"{error} (torch.distributed group "
-                                   f"'{self._torch_group_name}')")
+                return type(error)(f"{error} ({where})")
             except TypeError:
                 pass
         return error
@@ -692,7 +699,8 @@ def create(options, _backend_options=None):
     """The creator torch calls for the backend "meshcomm" (registered with
     torch's extended API, which also names the group)."""
     return ProcessGroupMeshcomm(options.store, options.group_rank, options.group_size,
-                                options.timeout, str(options.group_id or ""))
+                                options.timeout, str(options.group_id or ""),
+                                options.global_ranks_in_group)
 
 
 def close_all():
