@@ -145,5 +145,54 @@ TEST(FlightRecorder, KeepsTheLastNRecords) {
   std::filesystem::remove_all(dir);
 }
 
+// A process in two Worlds at once (torch.distributed makes one per group):
+// the first names the process in dumps; the second's groups carry a label
+// and the first's rank numbers. Once both are gone, the next World to join
+// names the process.
+TEST(FlightRecorder, TheFirstWorldNamesTheProcessWhileItLives) {
+  const std::string dir = makeTempDir();
+  JobOptions o;
+  o.bound = 60s;
+  auto statuses = runWorld(3, o, [&](RankEnv& e) {
+    std::vector<int32_t> x(4, 1);
+    OpOptions blocking;
+    blocking.blocking = true;
+    std::shared_ptr<World> second;
+    if (e.rank > 0) {  // ranks 1 and 2 are ranks 0 and 1 of a second job
+      InitOptions two;
+      two.store = std::make_shared<PrefixStore>("second", e.store);
+      two.rank = e.rank - 1;
+      two.worldSize = 2;
+      second = World::init(two);
+      second->worldGroup()->allReduce(TensorRef{x.data(), 4, DType::kInt32}, blocking)->wait();
+    }
+    auto lines = linesOf(dumpFlightRecorder(dir));
+    CHILD_CHECK(lines[0].find("\"rank\":" + std::to_string(e.rank) + ",\"world_size\":3") !=
+                    std::string::npos,
+                "" << lines[0]);
+    CHILD_CHECK((lines[0].find("\"name\":\"mccl_world_group@ranks_1_2\",\"rank\":" +
+                               std::to_string(e.rank - 1) + ",\"world_ranks\":[1,2]}") !=
+                 std::string::npos) == (e.rank > 0),
+                "" << lines[0]);
+    CHILD_CHECK(countOf(lines, "\"op\":\"all_reduce\"") == (e.rank > 0 ? 1u : 0u));
+    second.reset();
+    e.world.reset();
+
+    // A job of the same processes in the reverse order now names them.
+    InitOptions reversed;
+    reversed.store = std::make_shared<PrefixStore>("reversed", e.store);
+    reversed.rank = 2 - e.rank;
+    reversed.worldSize = 3;
+    auto third = World::init(reversed);
+    const std::string file = dumpFlightRecorder(dir);
+    CHILD_CHECK(file == dir + "/rank_" + std::to_string(2 - e.rank) + ".jsonl", "" << file);
+    CHILD_CHECK(linesOf(file)[0].find("\"rank\":" + std::to_string(2 - e.rank) + ",") !=
+                    std::string::npos);
+    return kExitOk;
+  });
+  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace meshcomm::test
