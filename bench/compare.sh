@@ -246,8 +246,9 @@ run_one() {
 # The end of a run, one host or over TCP: the rows kept as
 # <NAME>-latest.csv, the failures listed, and the report REPORT_SCRIPT makes
 # of them unless --no-report.
-finish_run() {  # finish_run NAME REPORT_SCRIPT
+finish_run() {  # finish_run NAME REPORT_SCRIPT [REPORT_ARGS...]
   local name="$1" report="$2"
+  shift 2
   cp "$CSV" "$RESULTS_DIR/$name-latest.csv"
   say "rows: $CSV ($(($(wc -l < "$CSV") - 1)) rows; logs in $LOGS)"
   if [[ ${#FAILURES[@]} -gt 0 ]]; then
@@ -257,7 +258,7 @@ finish_run() {  # finish_run NAME REPORT_SCRIPT
   fi
   if [[ "$REPORT" -eq 1 ]]; then
     "$PY" "$ROOT/bench/$report" "$CSV" --img-dir "$IMG_DIR" \
-      --failures "$LOGS/failures.txt" | tee "$RESULTS_DIR/$name-$STAMP.md"
+      --failures "$LOGS/failures.txt" "$@" | tee "$RESULTS_DIR/$name-$STAMP.md"
   fi
 }
 

@@ -151,6 +151,18 @@ run_tcp() {
 
 # ---- the run ----
 
+# What loopback TCP itself carries on this machine, before and after the
+# sweep (the report takes the higher): the report marks the targets that
+# would need more than that (bench/compare_tcp_report.py --ceilings).
+CEILINGS="$LOGS/tcp-ceilings.txt"
+measure_ceilings() {
+  [[ " $NETWORKS " == *" loopback "* ]] || return 0
+  say "loopback TCP ceilings (bench/tcp_ceilings.sh --loopback-only)"
+  bash "$ROOT/bench/tcp_ceilings.sh" --loopback-only --seconds 2 >> "$CEILINGS" 2>&1 ||
+    say "bench/tcp_ceilings.sh failed; see $CEILINGS"
+}
+measure_ceilings
+
 for REP in $(seq "$REPEATS"); do
   for net in $NETWORKS; do
     if [[ "$net" == loopback ]]; then
@@ -184,6 +196,9 @@ for REP in $(seq "$REPEATS"); do
 done
 hosts_down
 trap - EXIT
+measure_ceilings
 
-finish_run compare-tcp compare_tcp_report.py
+CEILING_ARGS=()
+[[ -s "$CEILINGS" ]] && CEILING_ARGS=(--ceilings "$CEILINGS")
+finish_run compare-tcp compare_tcp_report.py "${CEILING_ARGS[@]}"
 exit 0

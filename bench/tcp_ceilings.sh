@@ -6,13 +6,16 @@
 # token bucket as bench/compare.sh --transport tcp shapes it.
 #
 #   bash bench/tcp_ceilings.sh [--seconds T] [--repeats N] [--rates "10gbit 1gbit"]
+#                              [--loopback-only]
 #
 # Every run lasts T seconds (3; at most 60) and is repeated N times (1) in
 # turn with the others, so load on the machine spreads over all of them.
 # The probes (bench/probes/tcp_streams.c, bench/probes/memory_bandwidth.c)
 # are compiled into a temporary directory. The namespaces need root; they
 # get unique names and are removed at the end, also on failure or ^C.
-# Without root only the memory and loopback figures are taken.
+# Without root, or with --loopback-only (what bench/compare.sh --transport
+# tcp takes before its loopback sweep), only the memory and loopback
+# figures are taken.
 #
 # Reading the figures: "ring, both directions" is what each rank sends per
 # second while it also receives as much (two ranks: both directions of the
@@ -23,13 +26,14 @@
 # leader sends per second.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SECONDS_EACH=3 REPEATS=1 RATES="10gbit 1gbit"
+SECONDS_EACH=3 REPEATS=1 RATES="10gbit 1gbit" LOOPBACK_ONLY=0
 die() { echo "tcp_ceilings.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) SECONDS_EACH="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
     --rates) RATES="$2"; shift 2 ;;
+    --loopback-only) LOOPBACK_ONLY=1; shift ;;
     *) die "unknown option '$1' (see the comment at the top)" ;;
   esac
 done
@@ -82,7 +86,7 @@ across_runs() {  # across_runs WHAT
 
 say "$(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r)"
 say "tcp_rmem $(sysctl -n net.ipv4.tcp_rmem | tr '\t' ' '), tcp_wmem $(sysctl -n net.ipv4.tcp_wmem | tr '\t' ' ')"
-[[ "$(id -u)" -eq 0 ]] && namespaces_up
+[[ "$(id -u)" -eq 0 && "$LOOPBACK_ONLY" -eq 0 ]] && namespaces_up
 for rep in $(seq "$REPEATS"); do
   say "repeat $rep of $REPEATS"
   LABEL="memory" run "$WORK/memory_bandwidth" --bytes 64M --seconds 1
