@@ -128,7 +128,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._size = size
         self._pending = []          # PendingWork of queued operations (p2p, large async)
         self._pending_lock = threading.Lock()
-        self._torch_group_name = ""
+        self._torch_group_name = group_id  # torch's setGroupName repeats it
         self._torch_group_desc = ""
         # meshcomm numbers a sub-group's ranks from 0 ("world rank" in its
         # messages); torch users think in global ranks.
