@@ -1,9 +1,11 @@
 #include "collectives/agreement.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <string>
 
+#include "collectives/blocks.h"
 #include "common/env.h"
 #include "transport/shm/shm_domain.h"
 
@@ -171,6 +173,40 @@ std::vector<std::vector<int64_t>> exchangeByMessages(Comm& comm, const std::vect
   return all;
 }
 
+// The bytes a rank sends to `peer` together with its record, read from the
+// record so that its peers reach the same answer; -1 if it sends none
+// there (some block of its call is above kEagerBlockBytes).
+int64_t eagerBytesTo(const std::vector<int64_t>& record, int peer) {
+  const Tables t = tablesOf(record);
+  const auto elementBytes = static_cast<int64_t>(dtypeSize(static_cast<DType>(record[kDtype])));
+  int64_t largest = 0;
+  for (size_t i = 0; i < t.sendCount; ++i) largest = std::max(largest, t.send[i] * elementBytes);
+  if (largest > static_cast<int64_t>(kEagerBlockBytes)) return -1;
+  return t.send[peer] * elementBytes;
+}
+
+// After a disagreement on all_to_all_single over messages: takes in the
+// blocks peers sent with their records (agreeAndExchange), so that nothing
+// of the call is left behind and the group stays usable. REQUIRES: `comm`
+// is in the phase the blocks were sent in.
+void drainEagerBlocks(Comm& comm, const std::vector<std::vector<int64_t>>& records) {
+  const int me = comm.rank();
+  std::vector<int64_t> bytes(records.size(), -1);
+  int64_t total = 0;
+  for (size_t peer = 0; peer < records.size(); ++peer) {
+    if (static_cast<int>(peer) == me) continue;
+    bytes[peer] = eagerBytesTo(records[peer], me);
+    total += std::max<int64_t>(0, bytes[peer]);
+  }
+  uint8_t* drain = comm.scratch(Scratch::kRecv, static_cast<size_t>(total));
+  for (size_t peer = 0; peer < records.size(); ++peer) {
+    if (bytes[peer] < 0) continue;
+    comm.recv(static_cast<int>(peer), 0, drain, static_cast<size_t>(bytes[peer]));
+    drain += bytes[peer];
+  }
+  comm.waitAll();
+}
+
 }  // namespace
 
 bool checking() {
@@ -186,7 +222,16 @@ bool agree(Comm& comm, const CallArguments& args) {
     const bool shm = comm.route() == Route::kShm && comm.hasShmDomain() &&
                      mine.size() * sizeof(int64_t) <= ShmDomain::kCellBytes;
     const auto records = shm ? exchangeOnSharedMemory(comm, mine) : exchangeByMessages(comm, mine);
-    judge(comm, operationInfo(args.operation), records);
+    try {
+      judge(comm, operationInfo(args.operation), records);
+    } catch (const ArgumentsDisagree&) {
+      // Peers with small blocks sent them with their records.
+      if (args.operation == Operation::kAllToAllSingle && comm.route() != Route::kShm) {
+        comm.nextPhase();
+        drainEagerBlocks(comm, records);
+      }
+      throw;
+    }
     if (args.payload != nullptr) {
       // The headers agree, so the root's data was small enough too.
       const std::vector<int64_t>& root = records[static_cast<size_t>(args.root)];
@@ -198,6 +243,51 @@ bool agree(Comm& comm, const CallArguments& args) {
   }
   comm.nextPhase();
   return delivered;
+}
+
+bool agreeAndExchange(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
+                      const std::vector<Block>& recvs) {
+  const int p = comm.size();
+  const int me = comm.rank();
+  if (!checking() || p < 2 || comm.route() == Route::kShm) return false;
+  const std::vector<int64_t> mine = encode(args);
+  if (eagerBytesTo(mine, me) < 0) return false;
+
+  Comm records = comm.withSignature(recordSignature(comm));
+  std::vector<std::vector<int64_t>> all(static_cast<size_t>(p), std::vector<int64_t>(mine.size()));
+  all[static_cast<size_t>(me)] = mine;
+  const size_t recordBytes = mine.size() * sizeof(int64_t);
+  // The blocks travel in the call's first phase, as after agree().
+  comm.nextPhase();
+  {
+    SendHold hold(comm.transport());
+    for (int i = 1; i < p; ++i) {
+      const int to = wrap(me, i, p);
+      const int from = wrap(me, -i, p);
+      records.recv(from, 0, all[static_cast<size_t>(from)].data(), recordBytes);
+      records.send(to, 0, mine.data(), recordBytes);
+      comm.send(to, 0, sends[static_cast<size_t>(to)].data, sends[static_cast<size_t>(to)].bytes);
+    }
+    hold.release();
+  }
+  records.waitAll();
+  try {
+    judge(comm, operationInfo(args.operation), all);
+  } catch (const ArgumentsDisagree&) {
+    drainEagerBlocks(comm, all);
+    throw;
+  }
+  const Block& selfSend = sends[static_cast<size_t>(me)];
+  const Block& selfRecv = recvs[static_cast<size_t>(me)];
+  if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
+    std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
+  }
+  for (int i = 1; i < p; ++i) {
+    const int from = wrap(me, -i, p);
+    comm.recv(from, 0, recvs[static_cast<size_t>(from)].data, recvs[static_cast<size_t>(from)].bytes);
+  }
+  comm.waitAll();
+  return true;
 }
 
 }  // namespace meshcomm::collectives

@@ -19,6 +19,8 @@ MessageSignature signatureOf(const TensorRef& tensor) {
 std::vector<RequestPtr> postPointToPoint(Transport& transport, const std::vector<P2POp>& ops) {
   std::vector<RequestPtr> requests;
   requests.reserve(ops.size());
+  // A batch's messages to one peer leave in one write.
+  SendHold hold(transport);
   for (const auto& op : ops) {
     const MessageSignature sig = signatureOf(op.tensor);
     const uint64_t tag = tags::pointToPoint(op.tag);
@@ -28,6 +30,7 @@ std::vector<RequestPtr> postPointToPoint(Transport& transport, const std::vector
       requests.push_back(transport.postRecv(op.peer, tag, sig, op.tensor.data, op.tensor.bytes()));
     }
   }
+  hold.release();
   return requests;
 }
 

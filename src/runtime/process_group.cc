@@ -478,6 +478,7 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
              {Block{static_cast<uint8_t*>(input.data), input.bytes()}});
   return impl_->runCollective(call.name(), call.signature(input.dtype, 0), o,
                               [sends, recvs, args](Comm& c) {
+                                if (collectives::agreeAndExchange(c, args, sends, recvs)) return;
                                 collectives::agree(c, args);
                                 collectives::allToAll(c, sends, recvs);
                               });

@@ -45,6 +45,26 @@ RequestPtr RoutedTransport::postRecvAny(uint64_t tag, const MessageSignature& si
   return r;
 }
 
+void RoutedTransport::holdSends() {
+  for (auto& link : links_) link->holdSends();
+}
+
+void RoutedTransport::releaseSends() {
+  // Every link stops holding, even when one of them fails.
+  std::exception_ptr failed;
+  for (auto& link : links_) {
+    try {
+      link->releaseSends();
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) {
+    abort(failed);
+    std::rethrow_exception(failed);
+  }
+}
+
 void RoutedTransport::throwIfBroken() const {
   if (auto broken = brokenError()) std::rethrow_exception(broken);
 }

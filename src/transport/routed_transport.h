@@ -40,6 +40,8 @@ class RoutedTransport final : public Transport {
   // shared matcher, where a message from any link finds it.
   RequestPtr postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
                          size_t bytes) override;
+  void holdSends() override;
+  void releaseSends() override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;

@@ -33,6 +33,8 @@ class SubsetTransport final : public Transport {
                       size_t bytes) override {
     return parent_.postRecv(ranks_[static_cast<size_t>(peer)], tag, sig, data, bytes);
   }
+  void holdSends() override { parent_.holdSends(); }
+  void releaseSends() override { parent_.releaseSends(); }
   // Subsets carry collectives, which always name their peers.
   RequestPtr postRecvAny(uint64_t, const MessageSignature&, void*, size_t) override {
     MESHCOMM_CHECK(false, "a receive from any peer on a subset of a group");

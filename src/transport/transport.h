@@ -28,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/deadline.h"
 
@@ -131,6 +132,15 @@ class Transport {
   // always connected does nothing.
   virtual void expectFrom(int /*peer*/) {}
 
+  // Between holdSends() and releaseSends(), posted sends may stay queued
+  // so that the messages for one peer leave together: TCP writes a peer's
+  // whole queue with one sendmsg, and the peer wakes once for all of them
+  // rather than once per message. Holding never delays a wait: wait() and
+  // progress() write whatever is queued. Transports that gain nothing from
+  // it ignore it. releaseSends() throws what postSend would.
+  virtual void holdSends() {}
+  virtual void releaseSends() {}
+
   // Drives progress until every request is done. Throws Timeout at
   // ctx.deadline (naming the peers still awaited), PeerLost, Mismatch or
   // Aborted; any error breaks the transport and is reported to the peers.
@@ -156,6 +166,27 @@ class Transport {
   virtual void abort(std::exception_ptr error) = 0;
   // The error that broke the transport, or null.
   virtual std::exception_ptr brokenError() const = 0;
+};
+
+// Holds a transport's sends for a scope (Transport::holdSends). release()
+// writes them; a scope left by an exception releases them without
+// throwing, since the transport that threw is broken and says so next.
+class SendHold {
+ public:
+  explicit SendHold(Transport& transport) : transport_(&transport) { transport.holdSends(); }
+  ~SendHold() {
+    if (transport_ == nullptr) return;
+    try {
+      transport_->releaseSends();
+    } catch (...) {
+    }
+  }
+  SendHold(const SendHold&) = delete;
+  SendHold& operator=(const SendHold&) = delete;
+  void release() { std::exchange(transport_, nullptr)->releaseSends(); }
+
+ private:
+  Transport* transport_;
 };
 
 }  // namespace meshcomm

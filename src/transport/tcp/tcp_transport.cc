@@ -32,6 +32,9 @@ constexpr int kMaxBlockingPollMs = 100;
 // larger payload's remainder is read straight into its destination. Past
 // a few KiB, copying what was read ahead costs about what a recv saves.
 constexpr size_t kReadAheadBytes = 4 * 1024;
+// One write carries up to half this many queued messages (a header and a
+// payload each).
+constexpr int kMaxSendIovecs = 64;
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
@@ -48,10 +51,12 @@ struct TcpTransport::Pair {
   State state = State::kIdle;
   Fd fd;
   // Outgoing messages in post order; the front one may be half written.
-  std::deque<RequestPtr> sends;
-  wire::Header sendHeader;
-  size_t sendHeaderSent = 0;
-  bool sendStarted = false;
+  struct Outgoing {
+    RequestPtr request;
+    wire::Header header;
+    size_t headerSent = 0;
+  };
+  std::deque<Outgoing> sends;
   // The arriving message: its header, then its payload, which the inbox
   // places (a data message) or abortData takes (an abort frame).
   wire::Header inHeader;
@@ -74,6 +79,10 @@ struct TcpTransport::Pair {
     return inbox.hasPosted() || inbox.anyPending() || midMessage() || hangup;
   }
   bool active() const { return !sends.empty() || wantsRead(); }
+  // An abort frame may only go between messages, never inside one.
+  bool betweenSends() const {
+    return sends.empty() || (sends.front().headerSent == 0 && sends.front().request->transferred == 0);
+  }
 };
 
 TcpTransport::TcpTransport(TcpTransportOptions options)
@@ -188,10 +197,20 @@ RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature
     if (p.state == Pair::State::kClosed) {
       peerLost(p, "it closed the connection", "sending to " + describePeer(peer));
     }
-    p.sends.push_back(r);
+    Pair::Outgoing out{r, wire::Header(), 0};
+    out.header.kind = static_cast<uint8_t>(wire::Kind::kData);
+    out.header.opcode = sig.opcode;
+    out.header.dtype = sig.dtype;
+    out.header.reduceOp = sig.reduceOp;
+    out.header.opCount = sig.opCount;
+    out.header.detail = sig.detail;
+    out.header.tag = tag;
+    out.header.bytes = bytes;
+    p.sends.push_back(out);
     // Start writing now: a small message usually leaves in this call,
-    // before the peer even waits for it.
-    if (p.sends.size() == 1 && p.state == Pair::State::kConnected) {
+    // before the peer even waits for it. Held sends wait for
+    // releaseSends(), which writes each peer's queue at once.
+    if (!holdingSends_ && p.sends.size() == 1 && p.state == Pair::State::kConnected) {
       progressSend(p, "sending to " + describePeer(peer));
     }
   } catch (...) {
@@ -199,6 +218,23 @@ RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature
     throw;
   }
   return r;
+}
+
+void TcpTransport::holdSends() { holdingSends_ = true; }
+
+void TcpTransport::releaseSends() {
+  holdingSends_ = false;
+  if (broken_) throwBroken();
+  try {
+    for (auto& slot : pairs_) {
+      if (slot && slot->state == Pair::State::kConnected && !slot->sends.empty()) {
+        progressSend(*slot, "sending to " + describePeer(slot->peer));
+      }
+    }
+  } catch (...) {
+    failWith(std::current_exception());
+    throw;
+  }
 }
 
 RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature& sig,
@@ -255,52 +291,50 @@ void TcpTransport::expectFrom(int peer) {
 
 void TcpTransport::progressSend(Pair& p, const std::string& during) {
   while (!p.sends.empty()) {
-    Request& r = *p.sends.front();
-    if (!p.sendStarted) {
-      p.sendHeader = wire::Header();
-      p.sendHeader.kind = static_cast<uint8_t>(wire::Kind::kData);
-      p.sendHeader.opcode = r.signature.opcode;
-      p.sendHeader.dtype = r.signature.dtype;
-      p.sendHeader.reduceOp = r.signature.reduceOp;
-      p.sendHeader.opCount = r.signature.opCount;
-      p.sendHeader.detail = r.signature.detail;
-      p.sendHeader.tag = r.tag;
-      p.sendHeader.bytes = r.bytes;
-      p.sendHeaderSent = 0;
-      p.sendStarted = true;
-    }
-    iovec iov[2];
+    // Every queued message that fits, headers and payloads, in one write:
+    // the peer then wakes once for all of them.
+    iovec iov[kMaxSendIovecs];
     int n = 0;
-    if (p.sendHeaderSent < sizeof(wire::Header)) {
-      iov[n].iov_base = reinterpret_cast<uint8_t*>(&p.sendHeader) + p.sendHeaderSent;
-      iov[n].iov_len = sizeof(wire::Header) - p.sendHeaderSent;
-      ++n;
-    }
-    if (r.transferred < r.bytes) {
-      iov[n].iov_base = r.data + r.transferred;
-      iov[n].iov_len = r.bytes - r.transferred;
-      ++n;
-    }
-    if (n > 0) {
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = static_cast<size_t>(n);
-      ssize_t sent = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (sent < 0) {
-        if (errno == EINTR) continue;
-        if (wouldBlock(errno)) return;
-        peerLost(p, std::strerror(errno), during);
+    size_t wanted = 0;
+    for (auto it = p.sends.begin(); it != p.sends.end() && n + 2 <= kMaxSendIovecs; ++it) {
+      Request& r = *it->request;
+      if (it->headerSent < sizeof(wire::Header)) {
+        iov[n].iov_base = reinterpret_cast<uint8_t*>(&it->header) + it->headerSent;
+        iov[n].iov_len = sizeof(wire::Header) - it->headerSent;
+        wanted += iov[n++].iov_len;
       }
-      auto left = static_cast<size_t>(sent);
-      size_t headerPart = std::min(left, sizeof(wire::Header) - p.sendHeaderSent);
-      p.sendHeaderSent += headerPart;
-      r.transferred += left - headerPart;
+      if (r.transferred < r.bytes) {
+        iov[n].iov_base = r.data + r.transferred;
+        iov[n].iov_len = r.bytes - r.transferred;
+        wanted += iov[n++].iov_len;
+      }
     }
-    if (p.sendHeaderSent == sizeof(wire::Header) && r.transferred == r.bytes) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (wouldBlock(errno)) return;
+      peerLost(p, std::strerror(errno), during);
+    }
+    auto left = static_cast<size_t>(sent);
+    while (!p.sends.empty()) {
+      Pair::Outgoing& o = p.sends.front();
+      Request& r = *o.request;
+      size_t headerPart = std::min(left, sizeof(wire::Header) - o.headerSent);
+      o.headerSent += headerPart;
+      left -= headerPart;
+      size_t payloadPart = std::min(left, r.bytes - r.transferred);
+      r.transferred += payloadPart;
+      left -= payloadPart;
+      if (o.headerSent < sizeof(wire::Header) || r.transferred < r.bytes) break;
       r.state = Request::State::kDone;
       p.sends.pop_front();
-      p.sendStarted = false;
     }
+    // A short write means the socket's buffer is full: poll(2) says when
+    // it drains.
+    if (static_cast<size_t>(sent) < wanted) return;
   }
 }
 
@@ -670,9 +704,7 @@ void TcpTransport::failWith(std::exception_ptr error) {
   for (auto& slot : pairs_) {
     if (!slot) continue;
     Pair& p = *slot;
-    // An abort frame may only go between messages, never inside one.
-    bool betweenMessages = !p.sendStarted || p.sendHeaderSent == 0;
-    if (p.fd.valid() && betweenMessages) {
+    if (p.fd.valid() && p.betweenSends()) {
       // Best effort, never blocking: a peer blocked on us learns why at once.
       wire::Header h;
       h.kind = static_cast<uint8_t>(wire::Kind::kAbort);
@@ -683,7 +715,7 @@ void TcpTransport::failWith(std::exception_ptr error) {
       [[maybe_unused]] ssize_t n = ::send(p.fd.get(), out.data(), out.size(),
                                           MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    for (auto& r : p.sends) r->state = Request::State::kFailed;
+    for (auto& o : p.sends) o.request->state = Request::State::kFailed;
     p.sends.clear();
     p.inbox.failAll();
     p.fd.reset();

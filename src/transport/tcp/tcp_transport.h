@@ -65,6 +65,8 @@ class TcpTransport final : public Transport {
                          size_t bytes) override;
   // Dials `peer` or waits for it to dial, unless it left the group.
   void expectFrom(int peer) override;
+  void holdSends() override;
+  void releaseSends() override;
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override;
   bool poll(const std::string& during) override;
   void progress(std::chrono::milliseconds budget, int interruptFd) override;
@@ -123,6 +125,8 @@ class TcpTransport final : public Transport {
   std::vector<PendingAccept> accepting_;
   std::vector<struct pollfd> pollFds_;
   std::vector<Pair*> pollOwners_;
+  // Between holdSends() and releaseSends(): postSend queues without writing.
+  bool holdingSends_ = false;
   // The last poll(2) was cut short by a signal handler.
   bool pollSawSignal_ = false;
   // The last poll(2) reported events on some descriptor.
