@@ -21,13 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { kBytes = 8 << 20, kPiece = 1 << 20, kBuffers = 2 };
+#include "probe_clock.h"
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+enum { kBytes = 8 << 20, kPiece = 1 << 20, kBuffers = 2 };
 
 static char* writtenBuffer(int value) {
   char* b = aligned_alloc(4096, kBytes);

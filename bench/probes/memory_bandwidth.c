@@ -18,23 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static size_t parseBytes(const char* s) {
-  char* end;
-  double v = strtod(s, &end);
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-  }
-  return (size_t)v;
-}
+#include "probe_clock.h"
 
 static __attribute__((noinline)) void sum(float* restrict dst, const float* restrict src,
                                           size_t n) {

@@ -23,24 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "probe_clock.h"
+
 enum { kWarmup = 5, kBufferSets = 4 };
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static size_t parseBytes(const char* s) {
-  char* end;
-  double v = strtod(s, &end);
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    default: break;
-  }
-  return (size_t)v;
-}
 
 // Counters on lines of their own, so that neither side's writes slow the
 // other's reads of its counter.

@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "probe_clock.h"
+
 enum { kMaxRanks = 16, kMaxStreams = 16, kBufBytes = 4 << 20 };
 
 static int ranks = 2, streams = 1, oneway = 0, sndbuf = 0, rcvbuf = 0, basePort = 0;
@@ -49,12 +51,6 @@ static char* netns[kMaxRanks];
 static int netnsCount = 0;
 static char* addrs[kMaxRanks];
 static int addrCount = 0;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void die(int rank, const char* what) {
   fprintf(stderr, "tcp_streams: rank %d: %s: %s\n", rank, what, strerror(errno));
