@@ -29,6 +29,7 @@ constexpr Named kNames[] = {
     {"linear", Algorithm::kLinear},
     {"pairwise", Algorithm::kPairwise},
     {"dissemination", Algorithm::kDissemination},
+    {"bruck", Algorithm::kBruck},
     {"shm_oneshot", Algorithm::kShmOneShot},
     {"shm_rsag", Algorithm::kShmReduceScatter},
     {"shm_single_copy", Algorithm::kShmSingleCopy},
@@ -96,6 +97,14 @@ Algorithm defaultReduce(size_t bytes, int groupSize, Route route) {
                                                 : Algorithm::kBinomialTree;
 }
 
+Algorithm defaultAllGather(size_t bytes, int, Route route) {
+  if (route == Route::kShm) return Algorithm::kShm;
+  // Bruck's log2(P) steps move the same bytes as the ring's P-1; past
+  // 1 MiB the steps' latency no longer shows, and the ring keeps one
+  // neighbour's stream busy (docs/tuning.md).
+  return bytes <= (size_t{1} << 20) ? Algorithm::kBruck : Algorithm::kRing;
+}
+
 // The families with one algorithm per route: shared memory on one host,
 // else their TCP algorithm over the whole group (only the barrier has a
 // hierarchical form).
@@ -136,7 +145,8 @@ constexpr Family kFamilies[] = {
      setOf(A::kBinomialTree, A::kChain, A::kShm, A::kHierarchical), defaultBroadcast},
     {Opcode::kReduce, "MESHCOMM_ALGO_REDUCE",
      setOf(A::kBinomialTree, A::kReduceScatterGather, A::kShm, A::kHierarchical), defaultReduce},
-    {Opcode::kAllGather, nullptr, setOf(A::kRing, A::kShm), shmOr<A::kRing>},
+    {Opcode::kAllGather, "MESHCOMM_ALGO_ALLGATHER", setOf(A::kRing, A::kBruck, A::kShm),
+     defaultAllGather},
     {Opcode::kReduceScatter, nullptr, setOf(A::kRing, A::kShm), shmOr<A::kRing>},
     {Opcode::kGather, nullptr, setOf(A::kLinear, A::kShm), shmOr<A::kLinear>},
     {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kShm), shmOr<A::kLinear>},

@@ -29,6 +29,7 @@ enum class Algorithm {
   kLinear,             // gather, scatter: the root exchanges with every rank at once
   kPairwise,           // all_to_all: P-1 rounds, each a permutation
   kDissemination,      // barrier: log2(P) rounds of signals at distance 1, 2, 4, ...
+  kBruck,              // all_gather: ceil(log2 P) steps at distance 1, 2, 4, ...
   kShmOneShot,         // one host: every rank reduces every slot (all_reduce)
   kShmReduceScatter,   // one host: slice-parallel reduce, then copy-out (all_reduce)
   kShmSingleCopy,      // one host: reduce-scatter + all-gather reading peers' buffers directly
@@ -41,9 +42,9 @@ enum class Algorithm {
 // kPointToPoint) among `groupSize` ranks that reach each other over
 // `route`: the one MESHCOMM_ALGO_<OP> forces where the route can run it,
 // else the table's default. `bytes` is the size of the buffer of
-// all_reduce, broadcast and reduce, whose defaults depend on it (the same
-// on every rank, so every rank chooses alike); the other families choose
-// by route alone and pass 0.
+// all_reduce, broadcast and reduce, and of the whole output of all_gather,
+// whose defaults depend on it (the same on every rank, so every rank
+// chooses alike); the other families choose by route alone and pass 0.
 //
 // A forced algorithm the route cannot run is refused before the call
 // (checkForcedAlgorithm); here it can only be the part of a forced

@@ -94,6 +94,16 @@ std::vector<MismatchCase> mismatchCases() {
          const int64_t ring = pg.size() > 2 ? 16500 : 262200;
          return pg.allReduce(tensor(s, DType::kFloat32, odd ? ring : rd));
        }},
+      {"allGather counts that pick different algorithms", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         // Either side of the Bruck/ring threshold (an output of 1 MiB):
+         // the two schedules share only their first step.
+         const int64_t perRank = ((int64_t{1} << 20) / 4) / pg.size();
+         static std::vector<float> in;
+         in.assign(static_cast<size_t>(perRank + 1), 1.0f);
+         const int64_t n = odd ? perRank + 1 : perRank - 1;
+         return pg.allGatherIntoTensor(tensor(s, DType::kFloat32, n * pg.size()),
+                                       TensorRef{in.data(), n, DType::kFloat32});
+       }},
       {"allReduce vs allGather", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          if (!odd) return pg.allReduce(tensor(s, DType::kInt64, 8));
          s.assign(8 * 8 * static_cast<size_t>(pg.size()), 0);

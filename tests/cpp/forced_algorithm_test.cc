@@ -24,18 +24,21 @@ void runForced(const TransportCase& c, const MatrixSpec& spec,
   runMatrixJob(c.p, spec, withTransport(c, o));
 }
 
-// Ring all-reduce, chain broadcast and reduce-scatter+gather reduce, with
-// 4 KiB chunks; the reduce-scatter ring shares the chunking.
+// Ring all-reduce, chain broadcast, reduce-scatter+gather reduce and ring
+// all-gather (the default only above 1 MiB), with 4 KiB chunks; the
+// reduce-scatter ring shares the chunking.
 class RingAndChain : public ::testing::TestWithParam<TransportCase> {};
 
 TEST_P(RingAndChain, ForcedWithSmallChunks) {
   runForced(GetParam(),
             {"ring/chain/reduce_scatter_gather chunk=4096",
              {Family::kAllReduce, Family::kBroadcast, Family::kReduce, Family::kReduceScatterTensor,
-              Family::kReduceScatterTensorUneven}},
+              Family::kReduceScatterTensorUneven, Family::kAllGather, Family::kAllGatherIntoTensor,
+              Family::kAllGatherIntoTensorUneven}},
             {{"MESHCOMM_ALGO_ALLREDUCE", "ring"},
              {"MESHCOMM_ALGO_BROADCAST", "chain"},
              {"MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather"},
+             {"MESHCOMM_ALGO_ALLGATHER", "ring"},
              {"MESHCOMM_CHUNK_BYTES", "4096"}});
 }
 
@@ -44,7 +47,8 @@ INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, RingAndChain,
                          TransportCaseName{});
 
 // Recursive doubling all-reduce (including the non-power-of-two fold-in),
-// binomial-tree broadcast and reduce, with a chunk size (6000 bytes) that is
+// binomial-tree broadcast and reduce, and Bruck's all-gather at every size
+// (the default only up to 1 MiB), with a chunk size (6000 bytes) that is
 // not a multiple of every element size. The waits do not spin and yield
 // for up to a second before sleeping (what TCP waits do when ranks
 // outnumber cores), so that path runs whatever the machine's cores.
@@ -52,11 +56,13 @@ class RecursiveDoublingAndTree : public ::testing::TestWithParam<TransportCase> 
 
 TEST_P(RecursiveDoublingAndTree, ForcedWithOddChunks) {
   runForced(GetParam(),
-            {"recursive_doubling/binomial_tree chunk=6000",
-             {Family::kAllReduce, Family::kBroadcast, Family::kReduce}},
+            {"recursive_doubling/binomial_tree/bruck chunk=6000",
+             {Family::kAllReduce, Family::kBroadcast, Family::kReduce, Family::kAllGather,
+              Family::kAllGatherIntoTensor, Family::kAllGatherIntoTensorUneven}},
             {{"MESHCOMM_ALGO_ALLREDUCE", "recursive_doubling"},
              {"MESHCOMM_ALGO_BROADCAST", "binomial_tree"},
              {"MESHCOMM_ALGO_REDUCE", "binomial_tree"},
+             {"MESHCOMM_ALGO_ALLGATHER", "bruck"},
              {"MESHCOMM_CHUNK_BYTES", "6000"},
              {"MESHCOMM_SPIN_US", "0"},
              {"MESHCOMM_TCP_YIELD_US", "1000000"}});

@@ -69,12 +69,16 @@ Algorithm broadcast(size_t bytes, int p, Route route) {
 Algorithm reduce(size_t bytes, int p, Route route) {
   return chooseAlgorithm(Opcode::kReduce, bytes, p, route);
 }
+Algorithm allGather(size_t bytes, int p, Route route) {
+  return chooseAlgorithm(Opcode::kAllGather, bytes, p, route);
+}
 
 // Defaults: nothing forced.
 void withDefaults(const std::function<void()>& checks) {
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", nullptr, [&] {
     ::unsetenv("MESHCOMM_ALGO_BROADCAST");
     ::unsetenv("MESHCOMM_ALGO_REDUCE");
+    ::unsetenv("MESHCOMM_ALGO_ALLGATHER");
     checks();
   });
 }
@@ -124,6 +128,21 @@ TEST(TuningDefaults, BroadcastAndReduceOverTcp) {
   });
 }
 
+// all_gather away from one host: Bruck's schedule up to an output of
+// 1 MiB, the ring above, at every group size.
+TEST(TuningDefaults, AllGatherAwayFromOneHost) {
+  withDefaults([] {
+    for (int p : {2, 3, 4, 5, 8}) {
+      for (Route route : {Route::kTcp, Route::kHierarchical}) {
+        CHILD_CHECK(allGather(0, p, route) == Algorithm::kBruck, "P=" << p);
+        CHILD_CHECK(allGather(MiB, p, route) == Algorithm::kBruck, "P=" << p);
+        CHILD_CHECK(allGather(MiB + 1, p, route) == Algorithm::kRing, "P=" << p);
+      }
+      CHILD_CHECK(allGather(8, p, Route::kShm) == Algorithm::kShm, "P=" << p);
+    }
+  });
+}
+
 // Shared memory and several hosts have one algorithm each, at every size;
 // the families without a choice run their shared-memory algorithm on one
 // host and their TCP one elsewhere (only the barrier has a hierarchical
@@ -138,7 +157,7 @@ TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
       CHILD_CHECK(reduce(bytes, 4, Route::kHierarchical) == Algorithm::kHierarchical);
     }
     const std::pair<Opcode, Algorithm> overTcp[] = {
-        {Opcode::kAllGather, Algorithm::kRing},  {Opcode::kReduceScatter, Algorithm::kRing},
+        {Opcode::kReduceScatter, Algorithm::kRing},
         {Opcode::kGather, Algorithm::kLinear},   {Opcode::kScatter, Algorithm::kLinear},
         {Opcode::kAllToAll, Algorithm::kPairwise}, {Opcode::kBarrier, Algorithm::kDissemination}};
     for (auto [family, tcp] : overTcp) {
@@ -146,7 +165,6 @@ TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
       CHILD_CHECK(chooseAlgorithm(family, 0, 4, Route::kTcp) == tcp, "family " << opcodeName(static_cast<uint8_t>(family)));
     }
     CHILD_CHECK(chooseAlgorithm(Opcode::kBarrier, 0, 4, Route::kHierarchical) == Algorithm::kHierarchical);
-    CHILD_CHECK(chooseAlgorithm(Opcode::kAllGather, 0, 4, Route::kHierarchical) == Algorithm::kRing);
   });
 }
 
@@ -174,6 +192,10 @@ TEST(TuningForced, AnAlgorithmOfTheCollectiveIsTakenAtEverySize) {
                  [] { CHILD_CHECK(broadcast(8, 2, Route::kTcp) == Algorithm::kChain); });
   inFreshProcess("MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather",
                  [] { CHILD_CHECK(reduce(8, 3, Route::kTcp) == Algorithm::kReduceScatterGather); });
+  inFreshProcess("MESHCOMM_ALGO_ALLGATHER", "ring",
+                 [] { CHILD_CHECK(allGather(8, 5, Route::kTcp) == Algorithm::kRing); });
+  inFreshProcess("MESHCOMM_ALGO_ALLGATHER", "bruck",
+                 [] { CHILD_CHECK(allGather(64 * MiB, 5, Route::kHierarchical) == Algorithm::kBruck); });
 }
 
 // A shared-memory algorithm where the group's ranks use TCP (or a
