@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <string>
 
-#include "collectives/blocks.h"
 #include "common/env.h"
 #include "transport/shm/shm_domain.h"
 
@@ -157,18 +157,23 @@ std::vector<std::vector<int64_t>> exchangeOnSharedMemory(Comm& comm, const std::
   return all;
 }
 
-// One message from every rank to every other.
-std::vector<std::vector<int64_t>> exchangeByMessages(Comm& comm, const std::vector<int64_t>& mine) {
+// One message from every rank to every other. `alongside(peer)`, if set,
+// posts what goes to `peer` in the same write as the record.
+std::vector<std::vector<int64_t>> exchangeByMessages(Comm& comm, const std::vector<int64_t>& mine,
+                                                     const std::function<void(int)>& alongside = {}) {
   Comm records = comm.withSignature(recordSignature(comm));
   const int p = comm.size();
   const size_t bytes = mine.size() * sizeof(int64_t);
   std::vector<std::vector<int64_t>> all(static_cast<size_t>(p), std::vector<int64_t>(mine.size()));
   all[static_cast<size_t>(comm.rank())] = mine;
+  SendHold hold(comm.transport());
   for (int peer = 0; peer < p; ++peer) {
     if (peer == comm.rank()) continue;
     records.recv(peer, 0, all[static_cast<size_t>(peer)].data(), bytes);
     records.send(peer, 0, mine.data(), bytes);
+    if (alongside) alongside(peer);
   }
+  hold.release();
   records.waitAll();
   return all;
 }
@@ -222,16 +227,7 @@ bool agree(Comm& comm, const CallArguments& args) {
     const bool shm = comm.route() == Route::kShm && comm.hasShmDomain() &&
                      mine.size() * sizeof(int64_t) <= ShmDomain::kCellBytes;
     const auto records = shm ? exchangeOnSharedMemory(comm, mine) : exchangeByMessages(comm, mine);
-    try {
-      judge(comm, operationInfo(args.operation), records);
-    } catch (const ArgumentsDisagree&) {
-      // Peers with small blocks sent them with their records.
-      if (args.operation == Operation::kAllToAllSingle && comm.route() != Route::kShm) {
-        comm.nextPhase();
-        drainEagerBlocks(comm, records);
-      }
-      throw;
-    }
+    judge(comm, operationInfo(args.operation), records);
     if (args.payload != nullptr) {
       // The headers agree, so the root's data was small enough too.
       const std::vector<int64_t>& root = records[static_cast<size_t>(args.root)];
@@ -247,44 +243,34 @@ bool agree(Comm& comm, const CallArguments& args) {
 
 bool agreeAndExchange(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
                       const std::vector<Block>& recvs) {
-  const int p = comm.size();
   const int me = comm.rank();
-  if (!checking() || p < 2 || comm.route() == Route::kShm) return false;
+  if (!checking() || comm.size() < 2 || comm.route() == Route::kShm) return false;
   const std::vector<int64_t> mine = encode(args);
-  if (eagerBytesTo(mine, me) < 0) return false;
-
-  Comm records = comm.withSignature(recordSignature(comm));
-  std::vector<std::vector<int64_t>> all(static_cast<size_t>(p), std::vector<int64_t>(mine.size()));
-  all[static_cast<size_t>(me)] = mine;
-  const size_t recordBytes = mine.size() * sizeof(int64_t);
+  const bool early = eagerBytesTo(mine, me) >= 0;
   // The blocks travel in the call's first phase, as after agree().
   comm.nextPhase();
-  {
-    SendHold hold(comm.transport());
-    for (int i = 1; i < p; ++i) {
-      const int to = wrap(me, i, p);
-      const int from = wrap(me, -i, p);
-      records.recv(from, 0, all[static_cast<size_t>(from)].data(), recordBytes);
-      records.send(to, 0, mine.data(), recordBytes);
-      comm.send(to, 0, sends[static_cast<size_t>(to)].data, sends[static_cast<size_t>(to)].bytes);
-    }
-    hold.release();
-  }
-  records.waitAll();
+  const auto records = exchangeByMessages(comm, mine, [&](int peer) {
+    const Block& b = sends[static_cast<size_t>(peer)];
+    if (early) comm.send(peer, 0, b.data, b.bytes);
+  });
   try {
-    judge(comm, operationInfo(args.operation), all);
+    judge(comm, operationInfo(args.operation), records);
   } catch (const ArgumentsDisagree&) {
-    drainEagerBlocks(comm, all);
+    drainEagerBlocks(comm, records);
     throw;
+  }
+  if (!early) {
+    allToAll(comm, sends, recvs);
+    return true;
   }
   const Block& selfSend = sends[static_cast<size_t>(me)];
   const Block& selfRecv = recvs[static_cast<size_t>(me)];
   if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
     std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
   }
-  for (int i = 1; i < p; ++i) {
-    const int from = wrap(me, -i, p);
-    comm.recv(from, 0, recvs[static_cast<size_t>(from)].data, recvs[static_cast<size_t>(from)].bytes);
+  for (int peer = 0; peer < comm.size(); ++peer) {
+    const Block& b = recvs[static_cast<size_t>(peer)];
+    if (peer != me) comm.recv(peer, 0, b.data, b.bytes);
   }
   comm.waitAll();
   return true;

@@ -79,16 +79,17 @@ bool checking();
 // MESHCOMM_CHECK=0 (the same on every rank) turns the step off.
 bool agree(Comm& comm, const CallArguments& mine);
 
-// all_to_all_single over messages with small blocks: agree() and the
-// exchange in one round. Each rank's block for a peer leaves in the same
-// write as its record, and waits in the receiver's inbox until every
-// record is in. If the records agree, the blocks are received into
-// `recvs`; if not, every rank drains the blocks sent to it, nothing is
-// written, and every rank throws the same ArgumentsDisagree as agree().
-// Returns false, doing nothing, when the call does not qualify (checks
-// off, one rank, shared memory, a block above kEagerBlockBytes): the
-// caller then runs agree() and the exchange. Ranks need not agree on
-// qualifying: whether a rank sent eagerly is read from its record.
+// all_to_all_single over messages (TCP, or across hosts): agree() and the
+// exchange. A rank none of whose blocks exceeds kEagerBlockBytes sends
+// each peer its block in the same write as its record, so the call takes
+// one round; the blocks wait in the receivers' inboxes until every record
+// is in. A rank with a larger block sends its blocks after the verdict.
+// Whether a rank sent early is read from its record, so ranks need not
+// agree on it. If the records disagree, every rank drains the blocks sent
+// to it early, nothing is written, and every rank throws the same
+// ArgumentsDisagree as agree(). Returns false, doing nothing, with checks
+// off, one rank or shared memory: the caller then runs agree() and the
+// exchange.
 bool agreeAndExchange(Comm& comm, const CallArguments& mine, const std::vector<Block>& sends,
                       const std::vector<Block>& recvs);
 
