@@ -153,6 +153,11 @@ class MESHCOMM_API TCPStore final : public Store {
   void appendOnDisconnect(const std::string& key, const Bytes& value);
   void clearOnDisconnect();
 
+  // Ends a call blocked in this store on another thread at once, with
+  // StoreError, and makes every later call fail too: for a thread that
+  // waits on the store and must be stopped. Thread-safe.
+  void interrupt();
+
   const std::string& host() const { return options_.host; }
   // The port the server listens on (the chosen one when options.port was 0).
   uint16_t port() const { return port_; }

@@ -10,9 +10,13 @@ GroupImpl::GroupImpl(GroupConfig config, GroupTransport transport)
     : config_(std::move(config)),
       links_(std::move(transport)),
       traced_(config_.traceName, config_.rank, config_.traceRanks),
-      executor_(std::make_unique<Executor>(config_.name, *links_.transport)) {}
+      executor_(std::make_unique<Executor>(config_.name, *links_.transport)) {
+  abortNotice_->listen([this](const std::exception_ptr& notice) { abortOnNotice(notice); });
+}
 
 GroupImpl::~GroupImpl() {
+  // The notice outlives the group (the World's watcher holds it a moment).
+  abortNotice_->listen(nullptr);
   // The executor drives the transport, whose shared-memory side uses the
   // domain.
   executor_.reset();
@@ -69,9 +73,16 @@ void GroupImpl::failGroup(const std::exception_ptr& error) {
 }
 
 void GroupImpl::abort(const std::string& why) {
-  const std::string message =
-      "world rank " + std::to_string(config_.worldRanks[static_cast<size_t>(config_.rank)]) +
-      " aborted group " + config_.name + " (" + why + ")";
+  abortSaying("world rank " + std::to_string(config_.worldRanks[static_cast<size_t>(config_.rank)]) +
+              " aborted group " + config_.name + " (" + why + ")");
+}
+
+void GroupImpl::abortOnNotice(const std::exception_ptr& notice) {
+  if (abortReasonOf(notice) != wire::AbortReason::kAborted) return;
+  abortSaying(errorMessageOf(notice));
+}
+
+void GroupImpl::abortSaying(const std::string& message) {
   executor_->abort(message, [this](const std::exception_ptr& error) {
     executor_->assertDriving();
     failGroup(error);
@@ -81,8 +92,10 @@ void GroupImpl::abort(const std::string& why) {
 std::exception_ptr GroupImpl::error() const {
   if (auto e = executor_->error()) return e;
   // A member of this host that failed raised the segment's abort line.
-  if (links_.sharedMemory) return links_.sharedMemory->abortError();
-  return nullptr;
+  if (links_.sharedMemory) {
+    if (auto e = links_.sharedMemory->abortError()) return e;
+  }
+  return abortNotice_->error();
 }
 
 WorkPtr GroupImpl::runPointToPoint(
@@ -96,6 +109,11 @@ WorkPtr GroupImpl::runPointToPoint(
         executor_->assertDriving();
         OpContext ctx = contextFor(opName, p2pSeq_++, options);
         OpTrace trace = OpTrace::pointToPoint(traced_, issued, opName, ctx.seq);
+        try {
+          throwIfAborted();
+        } catch (...) {
+          std::rethrow_exception(keepFailure(trace.failed(std::current_exception())));
+        }
         std::vector<RequestPtr> requests;
         try {
           requests = body(transport(), ctx);

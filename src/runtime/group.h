@@ -18,6 +18,7 @@
 #include "collectives/comm.h"
 #include "common/thread_annotations.h"
 #include "meshcomm/process_group.h"
+#include "runtime/abort_notices.h"
 #include "runtime/executor.h"
 #include "runtime/op_trace.h"
 #include "transport/group_transport.h"
@@ -81,8 +82,12 @@ class GroupImpl {
   // group G (<why>)").
   void abort(const std::string& why);
   // Why the group is broken (a peer loss, a timeout, a mismatch, an
-  // abort, here or on a member of this host), or null while it is healthy.
+  // abort, here, on a member of this host, or on any member once its
+  // notice arrived), or null while it is healthy.
   std::exception_ptr error() const;
+  // Where a member's abort learned through the store is recorded (the
+  // World's AbortNoticeWatcher sets it).
+  const std::shared_ptr<AbortNotice>& abortNotice() const { return abortNotice_; }
 
   // The group's transport, for the thread driving it (the operation
   // running on the executor, or the inline caller).
@@ -94,9 +99,28 @@ class GroupImpl {
                            const OpOptions& options, std::function<void(Comm&)> body);
   // The Work of an operation that already ended.
   WorkPtr finishedWork(const char* opName, std::exception_ptr error) const;
+  // The group's abort state, checked before every operation starts, on
+  // every transport: the error this rank's group broke with, a local
+  // rank's failure on the host's shared-memory line, a member's abort
+  // whose notice arrived. Atomic loads while the group is healthy; once
+  // the group is aborted, no operation issued here can succeed, whatever
+  // data already reached this rank.
+  void throwIfAborted() const REQUIRES(executor_->engine()) {
+    executor_->throwIfBroken();
+    if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
+    abortNotice_->throwIfArrived();
+  }
   // Tells every member that this rank's operation failed half-way, which
   // breaks the group. Runs on the executor (or the inline caller).
   void failGroup(const std::exception_ptr& error) REQUIRES(executor_->engine());
+  // abort()'s work, with the whole message the operations fail with.
+  void abortSaying(const std::string& message);
+  // A member's abort, learned from its notice (AbortNotice's listener):
+  // aborts the group here too, which ends the operation in flight at once,
+  // as an abort frame or the shared-memory line would. Any other failure of
+  // a member (a lost peer, a timeout, a mismatch) reaches the operations in
+  // flight through their own waits, as the error of its own type.
+  void abortOnNotice(const std::exception_ptr& notice);
   // Makes `error` (as the flight recorder returned it: on the group's first
   // failure it names the dump) the error the group keeps, so every later
   // call raises the very same message. Returns it.
@@ -111,10 +135,7 @@ class GroupImpl {
                Body& body, uint64_t issued = 0) REQUIRES(executor_->engine()) {
     OpTrace trace = OpTrace::collective(traced_, issued, opName, sig, collectiveSeq_, links_.route);
     try {
-      executor_->throwIfBroken();
-      // A local rank's failure ends the group here at once, even when the
-      // data this call needs happens to be in shared memory already.
-      if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
+      throwIfAborted();
     } catch (...) {
       std::rethrow_exception(keepFailure(trace.failed(std::current_exception())));
     }
@@ -140,6 +161,7 @@ class GroupImpl {
   GroupConfig config_;
   GroupTransport links_;
   TracedGroup traced_;  // how the flight recorder names this group
+  const std::shared_ptr<AbortNotice> abortNotice_ = std::make_shared<AbortNotice>();
   // Touched only by the thread running the group's current operation.
   uint64_t collectiveSeq_ GUARDED_BY(executor_->engine()) = 0;
   uint64_t p2pSeq_ GUARDED_BY(executor_->engine()) = 0;

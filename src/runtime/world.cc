@@ -21,6 +21,7 @@
 #include "common/socket.h"
 #include "meshcomm/error.h"
 #include "meshcomm/process_group.h"
+#include "runtime/abort_notices.h"
 #include "runtime/arrival.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/group.h"
@@ -129,6 +130,9 @@ class WorldImpl {
   std::shared_ptr<TCPStore> liveStore;   // this runtime's own connection, if TCP
   std::shared_ptr<Store> jobStore;       // keys of this incarnation of the job
   std::string jobPrefix;
+  // Learns of the aborts of this rank's groups while it is idle; null when
+  // the store is not a TCPStore (no connection of its own can be opened).
+  std::unique_ptr<AbortNoticeWatcher> abortNotices;
 
   mutable Mutex mu;
   std::map<std::string, std::shared_ptr<ProcessGroup>> groups GUARDED_BY(mu);
@@ -227,6 +231,10 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
     for (int& m : config.traceRanks) m = jobRankOfRank[static_cast<size_t>(m)];
   }
   auto impl = std::make_shared<GroupImpl>(std::move(config), std::move(links));
+  if (abortNotices) abortNotices->watch(monitor->abortKey(), impl->abortNotice());
+  // A member that aborted the group before the watch began (while this
+  // rank was still setting it up) posted its notice before then.
+  if (auto aborted = monitor->abortError()) impl->abortNotice()->set(aborted);
   auto group = std::make_shared<ProcessGroup>(std::move(impl));
   MutexLock lock(mu);
   groups[name] = group;
@@ -235,6 +243,7 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
 }
 
 void WorldImpl::shutdown() {
+  abortNotices.reset();
   // Said before any connection closes, so a peer that finds one closed
   // reports this rank as having left rather than lost.
   try {
@@ -504,6 +513,16 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   // Busy-polling only pays while every rank has a core to itself.
   int64_t spinUs = envIntOr("MESHCOMM_SPIN_US", w->oversubscribed ? 0 : 50);
   w->spin = std::chrono::microseconds(std::max<int64_t>(0, spinUs));
+
+  if (w->liveStore) {
+    // A connection of the watcher's own: it stays blocked in a wait.
+    TCPStoreOptions so;
+    so.host = w->liveStore->host();
+    so.port = w->liveStore->port();
+    so.timeout = w->timeout;
+    w->abortNotices =
+        std::make_unique<AbortNoticeWatcher>(std::make_shared<TCPStore>(so), w->jobPrefix);
+  }
 
   if (!w->namesProcess) {
     w->traceLabel = options.label;

@@ -1,6 +1,9 @@
 #include "store/client.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -33,6 +36,18 @@ std::chrono::microseconds spinFromEnvironment() {
   return std::chrono::microseconds(std::max<int64_t>(0, envIntOr("MESHCOMM_STORE_SPIN_US", fallback)));
 }
 
+// Waits until `fd` is readable, `interruptFd` is readable (kClosed), or the
+// deadline passes.
+IoResult waitReadableOrInterrupted(int fd, int interruptFd, const Deadline& deadline) {
+  for (;;) {
+    pollfd p[2] = {{fd, POLLIN, 0}, {interruptFd, POLLIN, 0}};
+    int rc = ::poll(p, 2, deadline.pollTimeoutMs());
+    if (rc > 0) return (p[1].revents & POLLIN) != 0 ? IoResult{IoStatus::kClosed, 0} : IoResult{};
+    if (rc == 0) return {IoStatus::kTimeout, 0};
+    if (errno != EINTR) return {IoStatus::kError, errno};
+  }
+}
+
 }  // namespace
 
 TCPStoreClient::TCPStoreClient(std::string host, uint16_t port,
@@ -41,8 +56,10 @@ TCPStoreClient::TCPStoreClient(std::string host, uint16_t port,
     : host_(std::move(host)),
       port_(port),
       limits_(limits),
+      interruptFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       spin_(spinFromEnvironment()) {
   endpoint_ = host_ + ":" + std::to_string(port_);
+  if (!interruptFd_) throw StoreError("eventfd failed: " + std::string(std::strerror(errno)));
   auto started = Deadline::Clock::now();
   auto backoff = std::chrono::milliseconds(5);
   std::string why = "no attempt made";
@@ -63,6 +80,12 @@ TCPStoreClient::TCPStoreClient(std::string host, uint16_t port,
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
   handshake(authToken, local, deadline);
+}
+
+void TCPStoreClient::interrupt() {
+  interrupted_.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(interruptFd_.get(), &one, sizeof(one));
 }
 
 void TCPStoreClient::breakWith(const std::string& why) {
@@ -126,6 +149,7 @@ Frame TCPStoreClient::roundTrip(Op op,
                                 const std::vector<std::span<const uint8_t>>& args,
                                 const Deadline& deadline) {
   MutexLock lock(mu_);
+  if (interrupted_.load() && brokenWhy_.empty()) breakWith("interrupted by this process");
   if (!brokenWhy_.empty()) {
     throw StoreError("connection to the store at " + endpoint_ +
                      " is unusable: " + brokenWhy_);
@@ -183,7 +207,11 @@ Frame TCPStoreClient::roundTrip(Op op,
     if (Deadline::Clock::now() < spinUntil) continue;
     if (spinning && spin_.count() > 0) spinMisses_ = std::min(spinMisses_ + 1, 1000);
     spinning = false;
-    IoResult w = waitReadable(fd_.get(), deadline);
+    IoResult w = waitReadableOrInterrupted(fd_.get(), interruptFd_.get(), deadline);
+    if (w.status == IoStatus::kClosed) {
+      breakWith("interrupted by this process");
+      throw StoreError("store " + endpoint_ + ": " + store::opName(op) + " " + brokenWhy_);
+    }
     if (w.status == IoStatus::kTimeout) {
       breakWith(std::string("no response to ") + store::opName(op) + " in time");
       throw Timeout("store " + endpoint_ + ": no response to " + store::opName(op) +

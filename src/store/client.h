@@ -6,9 +6,11 @@
 // abandoned (its stream would be out of step) and later calls fail fast.
 //
 // Thread-safety: calls are serialised by an internal mutex (mu_), which
-// guards the connection and its buffers.
+// guards the connection and its buffers; interrupt() may be called from any
+// thread, also while another one is blocked in a call.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <span>
 #include <string>
@@ -39,6 +41,11 @@ class TCPStoreClient {
 
   const std::string& endpoint() const { return endpoint_; }
 
+  // Ends a call blocked on another thread at once with StoreError, and
+  // every later call too: for a thread that waits on the store and must
+  // stop (the connection's stream would be out of step anyway).
+  void interrupt();
+
  private:
   store::Frame roundTrip(store::Op op,
                          const std::vector<std::span<const uint8_t>>& args,
@@ -55,6 +62,10 @@ class TCPStoreClient {
   Mutex mu_;
   Fd fd_ GUARDED_BY(mu_);
   std::string brokenWhy_ GUARDED_BY(mu_);  // non-empty once unusable
+  // interrupt() sets the flag and makes the eventfd readable; a blocked
+  // call polls it beside the connection.
+  std::atomic<bool> interrupted_{false};
+  Fd interruptFd_;
   Bytes sendBuffer_ GUARDED_BY(mu_);
   Bytes recvBuffer_ GUARDED_BY(mu_);
   std::chrono::microseconds spin_;  // busy-poll for a response before sleeping

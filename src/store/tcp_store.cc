@@ -242,6 +242,8 @@ void TCPStore::clearOnDisconnect() {
                 Deadline::after(timeout()));
 }
 
+void TCPStore::interrupt() { client_->interrupt(); }
+
 std::chrono::milliseconds TCPStore::timeout() const {
   return std::chrono::milliseconds(timeoutMs_.load(std::memory_order_relaxed));
 }

@@ -19,11 +19,8 @@ void PeerMonitor::check(const std::string& during) {
   std::vector<Bytes> values;
   try {
     if (store_->check({abortKey_})) {
-      Bytes v = store_->get(abortKey_);
-      if (v.size() >= 1) {
-        auto reason = static_cast<wire::AbortReason>(v[0]);
-        std::string message(v.begin() + 1, v.end());
-        throwAbortReason(reason, during + ": " + message);
+      if (auto error = errorOfAbortValue(store_->get(abortKey_), during + ": ")) {
+        std::rethrow_exception(error);
       }
     }
     if (!store_->check({lostRanksKey()})) return;
@@ -43,6 +40,25 @@ void PeerMonitor::check(const std::string& during) {
   } catch (const StoreError& e) {
     throw PeerLost(during + ": lost the rendezvous store, whose host is presumed dead (" +
                    e.what() + ")");
+  }
+}
+
+std::exception_ptr PeerMonitor::errorOfAbortValue(const Bytes& value, const std::string& prefix) {
+  if (value.empty()) return nullptr;
+  try {
+    throwAbortReason(static_cast<wire::AbortReason>(value[0]),
+                     prefix + std::string(value.begin() + 1, value.end()));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::exception_ptr PeerMonitor::abortError() {
+  try {
+    if (!store_->check({abortKey_})) return nullptr;
+    return errorOfAbortValue(store_->get(abortKey_), "");
+  } catch (...) {
+    return nullptr;
   }
 }
 
@@ -78,7 +94,11 @@ void PeerMonitor::reportAbort(int worldRank, wire::AbortReason reason,
     value[0] = static_cast<uint8_t>(reason);
     std::copy(text.begin(), text.end(), value.begin() + 1);
     // The first abort wins: later ones are usually echoes of it.
-    store_->compareSet(abortKey_, Bytes{}, value);
+    if (store_->compareSet(abortKey_, Bytes{}, value) != value) return;
+    // Claiming the slot first and filling it second leaves a slot empty
+    // only if this process dies in between; the readers skip such a slot.
+    const int64_t slot = store_->add(abortNoticeCountKey(), 1);
+    store_->set(abortNoticeKey(slot), abortKey_);
   } catch (...) {
   }
 }
