@@ -41,7 +41,9 @@ def abort(group=None):
     operation on the group: that operation raises :class:`DistAbortedError`
     within milliseconds, every later operation on the group raises it at
     once, and the members blocked with this rank fail within a second with
-    an error saying this rank aborted the group. Safe to call twice. The
+    an error saying this rank aborted the group; so does every call a member
+    makes on it once the abort has reached it (:func:`group_error` then
+    returns the error). Safe to call twice. The
     group's resources are freed by :func:`destroy_process_group` (or by
     :func:`shrink_group`, which replaces it).
 
