@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the virtual environment that holds what Debian lacks: torch
-# 2.x from PyPI, for the torch.distributed backend and torchrun. It is made
+# 2.x from PyPI, for the torch.distributed backend and torchrun, and
+# expecttest, for torch's own test modules. It is made
 # from Debian's interpreter with --system-site-packages, so numpy, pytest and
 # pybind11 stay Debian's. Usage: make-venv.sh PYTHON VENV_DIR
 set -euo pipefail
@@ -19,5 +20,15 @@ if [ "${have%%+*}" != "$torch_version" ] || [ ! -d "$("$venv/bin/python" -c 'imp
   # pip warns about every configured package index folder it finds empty:
   # noise here, so those lines are dropped (real errors still show).
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+fi
+# expecttest: torch.testing._internal (torch's own distributed test suite,
+# run against meshcomm by tests/torch/torch_suite) imports it; the wheel does
+# not depend on it. Installed only when the venv lacks this exact version.
+expecttest_version=0.3.0
+have=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("expecttest"))' 2>/dev/null || true)
+if [ "$have" != "$expecttest_version" ]; then
+  echo "meshcomm: installing expecttest==$expecttest_version into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "expecttest==$expecttest_version" \
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 fi
