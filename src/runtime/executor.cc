@@ -196,17 +196,25 @@ void Executor::reapInFlight() {
     // The peer never posted the matching operation. The half-finished
     // transfer leaves the stream unusable, so the group breaks.
     transport_.abort(std::make_exception_ptr(
-        Timeout(f.pending.during + " timed out; its peer never posted the matching "
-                                   "send or receive")));
+        Timeout(timedOutMessage(f.pending.during, "its peer to post the matching send or "
+                                                       "receive"))));
   }
   auto broken = transport_.brokenError();
   for (size_t i = 0; i < inFlight_.size();) {
     InFlight& f = inFlight_[i];
     bool done = true;
-    for (const auto& r : f.pending.requests) done = done && r->done();
+    bool transferred = true;  // every request moved all its bytes
+    for (const auto& r : f.pending.requests) {
+      done = done && r->done();
+      transferred = transferred && r->state == Request::State::kDone;
+    }
     if (broken || done) {
-      if (f.pending.finished) f.pending.finished(broken);
-      f.work->complete(broken, sourceOf(f.pending));
+      // Transfers that finished before the group broke succeeded, whether
+      // or not this pass reaps them before the break: the group's error
+      // belongs to the next call, not to them.
+      const std::exception_ptr error = done && transferred ? nullptr : broken;
+      if (f.pending.finished) f.pending.finished(error);
+      f.work->complete(error, sourceOf(f.pending));
       inFlight_.erase(inFlight_.begin() + static_cast<ptrdiff_t>(i));
       continue;
     }

@@ -211,6 +211,11 @@ TEST_P(AnySource, ErrorsAreClear) {
       auto other = e.world->newGroup({1, 2});
       std::string what;
       if (e.rank == 2) {
+        // The send succeeds: its bytes have left before rank 1 can find the
+        // mismatch, even when this rank learns of it before reaping the
+        // send. The mismatch reaches this rank's next call, whichever way
+        // it comes (rank 1's abort frame, its notice, the store), as the
+        // Mismatch naming the sizes.
         other->send(TensorRef{buf.data(), 10, DType::kFloat32}, 0)->wait();
         test::Caught c = test::catchError([&] { other->barrier()->wait(); }, &what);
         CHILD_CHECK(c == test::Caught::kMismatch, "sender's next call: " << test::caughtName(c) << " " << what);

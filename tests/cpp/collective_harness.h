@@ -616,7 +616,13 @@ class WorldJob {
   PipeChannel& toChildren() { return toChildren_; }
   PipeChannel& fromChildren() { return fromChildren_; }
   int size() const { return p_; }
-  std::vector<ChildStatus> wait() { return children_.waitAll(options_.bound); }
+  // Once a rank fails its test, the others cannot all finish (they meet at
+  // the harness's barriers): they get a moment to report their own view,
+  // then are stopped, rather than waiting for the failed rank until the
+  // bound.
+  std::vector<ChildStatus> wait() {
+    return children_.waitAllStoppingAfterFailure(options_.bound, std::chrono::seconds(5));
+  }
 
  private:
   int p_;

@@ -73,12 +73,21 @@ struct ChildStatus {
   bool signaled = false;  // killed by termSignal
   int termSignal = 0;
   bool timedOut = false;  // still running at the bound; the helper killed it
+  // Still running a while after another child failed; the helper killed it
+  // (waitAllStoppingAfterFailure).
+  bool stoppedAfterFailure = false;
 
-  bool ok() const { return exited && exitCode == kExitOk && !timedOut; }
+  bool ok() const { return exited && exitCode == kExitOk && !timedOut && !stoppedAfterFailure; }
+  // Ended with one of the codes above that say the child's test failed.
+  bool failedItsTest() const {
+    return exited && (exitCode == kExitCheckFailed || exitCode == kExitException ||
+                      exitCode == kExitWrongError || exitCode == kExitStartFailed);
+  }
   std::string describe() const {
     std::ostringstream os;
     os << "pid " << pid << ": ";
     if (timedOut) os << "timed out (killed) ";
+    if (stoppedAfterFailure) os << "stopped (killed) after another rank failed ";
     if (exited) os << "exited with code " << exitCode;
     if (signaled) os << "killed by signal " << termSignal << " (" << strsignal(termSignal) << ")";
     if (!exited && !signaled) os << "not reaped";
@@ -158,28 +167,17 @@ class ChildGroup {
   // sanitizer runs of test-long slow everything down several times, so
   // MESHCOMM_TEST_BOUND_SCALE multiplies the bound there.
   std::vector<ChildStatus> waitAll(std::chrono::milliseconds timeout) {
-    if (const char* scale = std::getenv("MESHCOMM_TEST_BOUND_SCALE")) {
-      timeout *= std::max(1, std::atoi(scale));
-    }
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      bool pending = false;
-      for (size_t i = 0; i < children_.size(); ++i) {
-        if (!reaped(i) && !tryReap(i)) pending = true;
-      }
-      if (!pending) break;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        for (size_t i = 0; i < children_.size(); ++i) {
-          if (reaped(i)) continue;
-          ::kill(children_[i], SIGKILL);
-          reapBlocking(i);
-          statuses_[i].timedOut = true;
-        }
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return statuses_;
+    return waitAllWithin(timeout, std::nullopt);
+  }
+
+  // waitAll, except that once a child fails its test (failedItsTest: a
+  // failed check, an escaped exception) the others get `grace` to end by
+  // themselves and are then killed and marked stoppedAfterFailure. For
+  // children that wait for each other (the ranks of a job), which would
+  // otherwise wait for the failed one until the bound.
+  std::vector<ChildStatus> waitAllStoppingAfterFailure(std::chrono::milliseconds timeout,
+                                                       std::chrono::milliseconds grace) {
+    return waitAllWithin(timeout, grace);
   }
 
   // Whether the child is still running (reaps it if it has ended).
@@ -197,6 +195,44 @@ class ChildGroup {
   }
 
  private:
+  std::vector<ChildStatus> waitAllWithin(std::chrono::milliseconds timeout,
+                                         std::optional<std::chrono::milliseconds> graceAfterFailure) {
+    if (const char* scale = std::getenv("MESHCOMM_TEST_BOUND_SCALE")) {
+      timeout *= std::max(1, std::atoi(scale));
+    }
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool failureSeen = false;
+    bool deadlineIsGrace = false;  // the deadline became the end of a failure's grace
+    for (;;) {
+      bool pending = false;
+      for (size_t i = 0; i < children_.size(); ++i) {
+        if (!reaped(i) && !tryReap(i)) pending = true;
+      }
+      if (!pending) break;
+      if (graceAfterFailure && !failureSeen) {
+        for (const auto& s : statuses_) failureSeen = failureSeen || s.failedItsTest();
+        if (failureSeen) {
+          const auto stopAt = std::chrono::steady_clock::now() + *graceAfterFailure;
+          if (stopAt < deadline) {
+            deadline = stopAt;
+            deadlineIsGrace = true;
+          }
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        for (size_t i = 0; i < children_.size(); ++i) {
+          if (reaped(i)) continue;
+          ::kill(children_[i], SIGKILL);
+          reapBlocking(i);
+          (deadlineIsGrace ? statuses_[i].stoppedAfterFailure : statuses_[i].timedOut) = true;
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return statuses_;
+  }
+
   [[noreturn]] static void runChild(const std::function<int(int)>& fn, int rank) {
     int code = kExitException;
     try {
