@@ -196,8 +196,8 @@ void Executor::reapInFlight() {
     // The peer never posted the matching operation. The half-finished
     // transfer leaves the stream unusable, so the group breaks.
     transport_.abort(std::make_exception_ptr(
-        Timeout(timedOutMessage(f.pending.during, "its peer to post the matching send or "
-                                                       "receive"))));
+        Timeout(f.pending.during + " timed out; its peer never posted the matching "
+                                   "send or receive")));
   }
   auto broken = transport_.brokenError();
   for (size_t i = 0; i < inFlight_.size();) {
