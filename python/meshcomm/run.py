@@ -49,6 +49,7 @@ import collections
 import errno
 import os
 import secrets
+import select
 import selectors
 import shutil
 import signal
@@ -63,8 +64,9 @@ from . import _job_dumps
 
 __all__ = ["main", "build_parser"]
 
-# How often the supervisor looks at its workers. Short enough that a failure
-# or a Ctrl-C is acted on without a noticeable pause; a few syscalls per
+# How often the supervisor looks at its workers when nothing wakes it. A
+# worker's exit wakes it at once (it waits on the workers' pidfds), so this
+# bounds only how late a Ctrl-C or --timeout is acted on; a few syscalls per
 # worker per tick is negligible.
 _POLL_S = 0.05
 # Lines of the failed worker's output repeated in the failure report.
@@ -333,6 +335,7 @@ class _Worker:
         self.tail = collections.deque(maxlen=_TAIL_LINES)
         self.readers = []
         self.logs = []
+        self.pidfd = None  # readable once the worker has exited (Linux 5.3+)
 
     @property
     def pid(self):
@@ -376,6 +379,31 @@ def _peek_exit(worker):
     if info.si_code == os.CLD_EXITED:
         return ("exit", info.si_status)
     return ("signal", info.si_status)
+
+
+def _open_pidfd(pid):
+    """A pidfd of the worker, or None where the kernel or Python has none
+    (then the supervisor finds exits on its next tick)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _wait_for_an_exit(workers, timeout):
+    """Sleeps up to timeout, returning early when one of the workers (all
+    still running as far as the caller knows) exits. Without this the
+    supervisor would see an exit only on its next tick, up to _POLL_S after
+    it, and that delay is most of the time between a worker's sys.exit and
+    meshrun reporting it, and stopping or telling the others."""
+    fds = [w.pidfd for w in workers if w.pidfd is not None]
+    if not fds or len(fds) < len(workers):
+        time.sleep(timeout)
+        return
+    try:
+        select.select(fds, [], [], timeout)
+    except (OSError, ValueError):
+        time.sleep(timeout)
 
 
 def _live_groups(pgids):
@@ -579,6 +607,7 @@ class _Job:
             except OSError as e:
                 _say(f"cannot start rank {worker.rank} ({cmd[0]}): {e.strerror or e}")
                 return 127 if isinstance(e, FileNotFoundError) else 126
+            worker.pidfd = _open_pidfd(worker.pid)
             echo = self.opts.log_dir is None or self.opts.tee
             prefix = f"[rank {worker.rank}] ".encode()
             streams = [_Stream(worker.proc.stdout, _stdout if echo else None, logs[0], prefix),
@@ -616,7 +645,7 @@ class _Job:
                 first = first or worker
             if all(w.status is not None for w in started):
                 return first
-            time.sleep(_POLL_S)
+            _wait_for_an_exit([w for w in started if w.status is None], _POLL_S)
         return first
 
     def stop_all(self):
@@ -647,6 +676,9 @@ class _Job:
                 worker.proc.wait(timeout=_KILL_WAIT_S)
             except subprocess.TimeoutExpired:
                 pass  # stuck in the kernel; nothing more meshrun can do
+            if worker.pidfd is not None:
+                os.close(worker.pidfd)
+                worker.pidfd = None
         if live:
             _say("processes of process group(s) "
                  f"{', '.join(str(p) for p in sorted(live))} survived SIGKILL")
