@@ -308,6 +308,78 @@ def test_sys_exit_reported_at_once_under_meshrun(tmp_path):
         assert float(line.split()[4]) < 1.0, line
 
 
+EXIT_CODE_SCRIPT = """
+import atexit, json, os, sys, time
+import numpy as np
+import meshcomm
+out, how = sys.argv[1], sys.argv[2]
+meshcomm.init_process_group()
+rank = meshcomm.get_rank()
+meshcomm.all_reduce(np.ones(8))
+meshcomm.barrier()
+if rank == 1:
+    # Flushed only when the interpreter clears this module's globals at exit.
+    unclosed = open(os.path.join(out, "unclosed.txt"), "w")
+    unclosed.write("written at shutdown")
+    # Registered after meshcomm: runs before it leaves, with the group still there.
+    def handler():
+        with open(os.path.join(out, "handler.txt"), "w") as f:
+            f.write(str(meshcomm.get_world_size()))
+    atexit.register(handler)
+    if how == "exit":
+        sys.exit(7)
+else:
+    end = time.monotonic() + 30
+    while not os.path.exists(os.path.join(out, "gone")) and time.monotonic() < end:
+        time.sleep(0.01)
+    try:
+        meshcomm.all_reduce(np.ones(8))
+        result = {"type": None}
+    except meshcomm.DistError as e:
+        result = {"type": type(e).__name__, "message": str(e)}
+    with open(os.path.join(out, f"peer{rank}.json"), "w") as f:
+        json.dump(result, f)
+    meshcomm.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "return"])
+def test_exiting_rank_ends_with_its_code_and_its_peers_learn_it_left(how, tmp_path, free_port):
+    # A rank that calls sys.exit(7), or reaches the end of its script, after
+    # joining: it is gone with its exit code (7, or 0), what the program left
+    # for the interpreter's shutdown still happens (its own exit handler, a
+    # file it never closed), and the peers' next operation fails saying it
+    # left. (The file is the reason the interpreter's shutdown is left
+    # alone: __main__'s globals are freed by its garbage collections, so
+    # skipping them, e.g. with gc.freeze(), loses the file's contents.)
+    script = tmp_path / "leave.py"
+    script.write_text(EXIT_CODE_SCRIPT)
+    procs = []
+    try:
+        for rank in range(3):
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port),
+                       RANK=str(rank), WORLD_SIZE="3", MESHCOMM_TIMEOUT_MS="30000")
+            env.pop("MESHCOMM_LAUNCHER", None)
+            procs.append(subprocess.Popen([sys.executable, str(script), str(tmp_path), how],
+                                          env=env, stdin=subprocess.DEVNULL))
+        code = procs[1].wait(timeout=60)
+        (tmp_path / "gone").touch()
+        others = [p.wait(timeout=60) for p in (procs[0], procs[2])]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+    assert code == (7 if how == "exit" else 0)
+    assert others == [0, 0]
+    assert (tmp_path / "unclosed.txt").read_text() == "written at shutdown"
+    assert (tmp_path / "handler.txt").read_text() == "3"
+    for r in (0, 2):
+        res = json.loads((tmp_path / f"peer{r}.json").read_text())
+        assert res["type"] == "DistPeerLostError", res
+        assert "world rank 1" in res["message"] and "left" in res["message"], res
+
+
 # ---- shrink: excluding a live rank -------------------------------------
 
 def _exclude_worker(rank, nprocs, port):
