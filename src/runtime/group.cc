@@ -78,7 +78,13 @@ void GroupImpl::abort(const std::string& why) {
 }
 
 void GroupImpl::abortOnNotice(const std::exception_ptr& notice) {
-  if (abortReasonOf(notice) != wire::AbortReason::kAborted) return;
+  const wire::AbortReason reason = abortReasonOf(notice);
+  // The ranks of this host may be waiting for this one in shared memory,
+  // and this rank may now fail its next call at its start: tell them, as an
+  // operation failing here would, or they would learn of it only from the
+  // store, or as this rank's departure.
+  if (links_.sharedMemory) links_.sharedMemory->abort(reason, errorMessageOf(notice));
+  if (reason != wire::AbortReason::kAborted) return;
   abortSaying(errorMessageOf(notice));
 }
 

@@ -115,11 +115,12 @@ class GroupImpl {
   void failGroup(const std::exception_ptr& error) REQUIRES(executor_->engine());
   // abort()'s work, with the whole message the operations fail with.
   void abortSaying(const std::string& message);
-  // A member's abort, learned from its notice (AbortNotice's listener):
+  // A member's failure, learned from its notice (AbortNotice's listener):
+  // raises this host's shared-memory line with it, and when it is an abort,
   // aborts the group here too, which ends the operation in flight at once,
-  // as an abort frame or the shared-memory line would. Any other failure of
-  // a member (a lost peer, a timeout, a mismatch) reaches the operations in
-  // flight through their own waits, as the error of its own type.
+  // as an abort frame would. Any other failure of a member (a lost peer, a
+  // timeout, a mismatch) reaches the operations in flight over TCP through
+  // their own waits, as the error of its own type.
   void abortOnNotice(const std::exception_ptr& notice);
   // Makes `error` (as the flight recorder returned it: on the group's first
   // failure it names the dump) the error the group keeps, so every later

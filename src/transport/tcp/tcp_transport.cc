@@ -175,8 +175,12 @@ void TcpTransport::ensureConnection(Pair& p) {
   std::memcpy(out.data() + sizeof(h), payload.data(), payload.size());
   IoResult r = sendAll(fd.get(), out.data(), out.size(), Deadline::after(kDialTimeout));
   if (!r.ok()) {
-    throw PeerLost("sending the hello to " + describePeer(p.peer) + " of group " +
-                   options_.groupName + " failed: " + r.describe());
+    std::string during = "sending the hello to " + describePeer(p.peer) + " of group " +
+                         options_.groupName;
+    // A peer that broke the group closes its listener: its reason, when it
+    // published one, is the better explanation.
+    if (options_.monitor) options_.monitor->check(during);
+    throw PeerLost(during + " failed: " + r.describe());
   }
   p.fd = std::move(fd);
   p.state = Pair::State::kConnected;
