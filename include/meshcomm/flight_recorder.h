@@ -16,7 +16,9 @@ namespace meshcomm {
 
 // Writes this process's flight recorder and returns the file written.
 // `path`: "" for rank_<R>.jsonl in MESHCOMM_DUMP_DIR (default
-// /tmp/meshcomm-dumps-<job>); a directory for rank_<R>.jsonl in it; else
+// /tmp/meshcomm-dumps-<job>, under MESHCOMM_DUMP_ROOT when set, a folder
+// removed in time: docs/errors.md, "How long dumps are kept"); a directory
+// for rank_<R>.jsonl in it; else
 // the file itself. Missing directories are created. Never touches the
 // network. Throws Error when the file cannot be written, or when the
 // recorder is off (MESHCOMM_FLIGHT_RECORDER=0).

@@ -1,10 +1,23 @@
-"""meshrun's side of the flight recorder: where the workers' dumps go, asking
-the live workers for one (SIGUSR1) when the job fails or is stopped, and the
-diagnosis printed after the workers' output (meshcomm.diagnose).
+"""meshrun's side of the flight recorder: where the workers' dumps go, the
+job's dump folder and its end, asking the live workers for one (SIGUSR1)
+when the job fails or is stopped, and the diagnosis printed after the
+workers' output (meshcomm.diagnose).
+
+The rule for how long dump folders stay is in src/runtime/dump_folders.h
+and docs/errors.md ("How long dumps are kept"): meshcomm marks the folders
+it makes under MESHCOMM_DUMP_ROOT (default /tmp) with a marker file, and
+only ever removes a marked folder of this user holding nothing but its own
+files, that no live process on this host has written a dump to, and whose
+marker nobody holds a shared flock on (a worker writing a dump, or meshrun
+while its job runs): removal takes that lock exclusively without waiting.
+The workers prune old folders when they write a dump; meshrun makes its
+job's folder before the workers start, holds it while they run, and removes
+it when every worker exited 0, which only meshrun knows.
 
 Standard library only, like the rest of meshrun.
 """
 
+import fcntl
 import os
 import re
 import signal
@@ -17,17 +30,121 @@ from . import diagnose
 _DUMP_WAIT_S = 3.0
 _POLL_S = 0.05
 _DUMP_FILE = re.compile(r"^rank_\d+\.jsonl$")
+# What runtime/dump_folders.h calls a folder of meshcomm's, its marker, and
+# the files meshcomm writes in one.
+_MARKER = ".meshcomm-dump-folder"
+_MARKER_START = b'{"format":"meshcomm-dump-folder"'
+_OWN_FILE = re.compile(r"^(?:(?:rank|pid)_\d+\.jsonl|\.meshcomm-dump-folder)(?:\.tmp\d+)?$")
+
+
+def root():
+    """Where the default dump folders go: MESHCOMM_DUMP_ROOT, else /tmp."""
+    return os.environ.get("MESHCOMM_DUMP_ROOT") or "/tmp"
+
+
+def is_default(log_dir):
+    """Whether the workers' dumps go to a folder meshcomm chooses (and so
+    manages): neither MESHCOMM_DUMP_DIR nor --log-dir names one."""
+    return not os.environ.get("MESHCOMM_DUMP_DIR") and log_dir is None
 
 
 def directory(log_dir, job_id):
     """Where the workers write their dumps: MESHCOMM_DUMP_DIR when set, else
-    meshrun's --log-dir, else a directory of this job's under /tmp."""
+    meshrun's --log-dir, else a folder of this job's under root()."""
     explicit = os.environ.get("MESHCOMM_DUMP_DIR")
     if explicit:
         return explicit
     if log_dir is not None:
         return log_dir
-    return os.path.join("/tmp", f"meshcomm-dumps-{job_id[:12]}")
+    return os.path.join(root(), f"meshcomm-dumps-{job_id[:12]}")
+
+
+class JobFolder:
+    """The job's default dump folder: made and marked before the workers
+    start, and held (a shared flock on the marker) until finish(), so no
+    worker of another job prunes it while this one runs.
+
+    Raises OSError when the folder cannot be made, or what is at its path is
+    not a folder of this user's (then the job's folder is not managed)."""
+
+    def __init__(self, path):
+        self.path = path
+        self._fd = None
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+        if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.geteuid():
+            raise OSError(f"{path} is not a folder of this user's")
+        self._add_marker()
+        fd = os.open(os.path.join(path, _MARKER), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            # Without waiting: a fresh folder of a new job id is nobody's.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            if os.pread(fd, len(_MARKER_START), 0) != _MARKER_START:
+                raise OSError(f"{path} holds a marker that is not meshcomm's")
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _add_marker(self):
+        """Written whole under a temporary name and linked into place, as
+        runtime/dump_folders.cc does, so nobody reads half a marker."""
+        marker = os.path.join(self.path, _MARKER)
+        if os.path.lexists(marker):
+            return
+        temp = f"{marker}.tmp{os.getpid()}"
+        with open(temp, "w") as f:
+            f.write(_MARKER_START.decode() + f',"version":1,"created_by":"meshrun",'
+                    f'"pid":{os.getpid()},"created_at":{int(time.time())}}}\n')
+        try:
+            os.link(temp, marker)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temp)
+
+    def dumps(self):
+        """The dump files in the folder now."""
+        try:
+            return sorted(n for n in os.listdir(self.path) if _DUMP_FILE.match(n))
+        except OSError:
+            return []
+
+    def remove(self):
+        """Removes the folder, unless a process still holds it (a worker's
+        child that outlived it) or it holds a file that is not meshcomm's
+        (both are left as they are). Then lets go of it. Returns whether it
+        is gone."""
+        if self._fd is None:
+            return False
+        try:
+            # From shared to exclusive, without waiting: fails while any
+            # other process holds the marker.
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            names = os.listdir(self.path)
+            if any(not _OWN_FILE.match(n) for n in names):
+                return False
+            for name in names:
+                if name != _MARKER:
+                    os.unlink(os.path.join(self.path, name))
+            os.unlink(os.path.join(self.path, _MARKER))
+            os.rmdir(self.path)
+            return True
+        except OSError:
+            return False
+        finally:
+            self.release()
+
+    def release(self):
+        """Lets go of the folder, which stays, subject to the workers'
+        pruning (MESHCOMM_DUMP_RETAIN_JOBS, MESHCOMM_DUMP_RETAIN_MB)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _path(dump_dir, rank):

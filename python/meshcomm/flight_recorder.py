@@ -21,7 +21,9 @@ def dump_flight_recorder(path=None):
     Args:
         path (str or os.PathLike, optional): None for ``rank_<R>.jsonl`` in
             ``MESHCOMM_DUMP_DIR`` (meshrun sets it to its ``--log-dir``; the
-            default is ``/tmp/meshcomm-dumps-<job>``); a directory for
+            default is ``/tmp/meshcomm-dumps-<job>``, under
+            ``MESHCOMM_DUMP_ROOT`` when set, a folder meshcomm removes in
+            time: docs/errors.md, "How long dumps are kept"); a directory for
             ``rank_<R>.jsonl`` in it; otherwise the file to write. Missing
             directories are created.
 

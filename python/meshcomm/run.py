@@ -33,7 +33,9 @@ Before it stops the workers, meshrun sends SIGUSR1 to those still running,
 which makes each write its flight recorder (``rank_R.jsonl`` in
 MESHCOMM_DUMP_DIR: ``--log-dir``, or a directory of the job's under /tmp),
 and after their output it prints what ``meshcomm-diagnose`` finds there:
-which rank is stuck, in which operation, since when.
+which rank is stuck, in which operation, since when. That default folder
+(not one the user names) is removed when every worker exits 0, unless
+``--keep-dumps`` (docs/errors.md, "How long dumps are kept").
 
 Every worker is started in a session of its own, so the process group with
 the worker's pid holds the worker and whatever it starts; meshrun signals only
@@ -126,6 +128,11 @@ _OPTIONS = [
     (("--grace-seconds", "--grace_seconds"),
      dict(dest="grace_seconds", type=float, default=5.0, metavar="S",
           help="between SIGTERM and SIGKILL when stopping workers (default 5)")),
+    (("--keep-dumps", "--keep_dumps"),
+     dict(dest="keep_dumps", action="store_true",
+          help="keep the job's flight recorder dumps in their default folder even "
+               "when every worker exits 0 (as MESHCOMM_KEEP_DUMPS=1); by default "
+               "that folder is removed then")),
     (("-m", "--module"),
      dict(action="store_true",
           help="the target is a Python module, run as 'python -m'")),
@@ -222,6 +229,12 @@ def _parse(argv):
         parser.error(f"--timeout must be a positive number of seconds, got {ns.timeout}")
     if ns.grace_seconds < 0:
         parser.error(f"--grace-seconds must not be negative, got {ns.grace_seconds}")
+    keep = os.environ.get("MESHCOMM_KEEP_DUMPS", "").strip().lower()
+    if keep in ("1", "true", "yes", "on"):
+        ns.keep_dumps = True
+    elif keep not in ("", "0", "false", "no", "off"):
+        parser.error(f"MESHCOMM_KEEP_DUMPS={keep!r}: give 1 to keep the job's dumps, 0 "
+                     "(the default) to remove them when every worker exits 0")
     if ns.max_restarts < 0:
         parser.error(f"--max-restarts must not be negative, got {ns.max_restarts}")
     if ns.max_restarts > 0 and ns.nnodes > 1:
@@ -803,6 +816,8 @@ def main(argv=None):
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, on_signal) for s in handled}
     store = None
+    folder = None
+    code = None
     try:
         job_id = secrets.token_hex(16)
         restart = 0
@@ -810,6 +825,11 @@ def main(argv=None):
             store, port_or_code = _host_store(opts)
             if store is None and port_or_code is not None:
                 return port_or_code
+        if _job_dumps.is_default(opts.log_dir):
+            try:
+                folder = _job_dumps.JobFolder(_job_dumps.directory(None, job_id))
+            except OSError:
+                pass  # not managed: a worker that dumps makes the folder itself
         while True:
             port = opts.master_port
             if store is not None:
@@ -831,9 +851,28 @@ def main(argv=None):
             restart += 1
             _say(f"restarting the workers (restart {restart} of {opts.max_restarts})")
     finally:
+        if folder is not None:
+            _end_dump_folder(opts, folder, code)
         for s, handler in previous.items():
             signal.signal(s, handler)
         del store
+
+
+def _end_dump_folder(opts, folder, code):
+    """The job's default dump folder at the job's end. Removed when every
+    worker exited 0 (the job ended cleanly, and its dumps, if any, were
+    asked for or were of errors it got over), unless --keep-dumps or
+    MESHCOMM_KEEP_DUMPS=1; removed too when it holds no dump, since there is
+    nothing in it to diagnose. Otherwise kept for meshcomm-diagnose, subject
+    to the workers' pruning of old folders (MESHCOMM_DUMP_RETAIN_JOBS, _MB)."""
+    dumps = folder.dumps()
+    clean = code == 0
+    if (clean and not opts.keep_dumps) or not dumps:
+        if folder.remove() and dumps:
+            _say(f"removed the {len(dumps)} flight recorder dump(s) in {folder.path}: every "
+                 "worker exited 0 (--keep-dumps or MESHCOMM_KEEP_DUMPS=1 keeps them)")
+    else:
+        folder.release()
 
 
 def _host_store(opts):

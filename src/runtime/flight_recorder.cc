@@ -21,6 +21,7 @@
 #include "common/socket.h"
 #include "meshcomm/error.h"
 #include "meshcomm/types.h"
+#include "runtime/dump_folders.h"
 #include "transport/placement.h"
 
 namespace meshcomm {
@@ -381,7 +382,9 @@ std::string FlightRecorder::defaultDirectory() {
   Job& j = job();
   MutexLock lock(j.mu);
   std::string key = j.key.empty() ? "pid" + std::to_string(getpid()) : j.key;
-  return "/tmp/meshcomm-dumps-" + key;
+  std::string root = DumpFolders::root();
+  if (root.back() != '/') root += '/';
+  return root + DumpFolders::kFolderPrefix + key;
 }
 
 std::string FlightRecorder::fileName() {
@@ -394,12 +397,22 @@ std::string FlightRecorder::fileName() {
 std::string FlightRecorder::dump(const std::string& path, const std::string& reason) {
   std::string file = path;
   if (file.empty()) file = defaultDirectory();
+  // Only a folder meshcomm chose gets the mark that lets old ones be pruned.
+  const auto explicitDir = envString("MESHCOMM_DUMP_DIR");
+  const bool defaultLocation = path.empty() && !(explicitDir && !explicitDir->empty());
   if (file.empty() || file.back() == '/' || isDirectory(file) || path.empty()) {
     if (!file.empty() && file.back() != '/') file += '/';
     file += fileName();
   }
   const size_t slash = file.rfind('/');
-  if (slash != std::string::npos && slash > 0) makeDirectories(file.substr(0, slash));
+  const std::string dir = slash != std::string::npos && slash > 0 ? file.substr(0, slash) : "";
+  DumpFolders::Hold hold;
+  if (!dir.empty()) {
+    makeDirectories(dir);
+    // Held from before the file is written until it is in place, so no
+    // pruning removes the folder meanwhile.
+    hold = DumpFolders::enter(dir, defaultLocation);
+  }
 
   MutexLock dumping(dumpMu_);
   const double nsPerTick = nanosecondsPerTick();
@@ -516,6 +529,10 @@ std::string FlightRecorder::dump(const std::string& path, const std::string& rea
     const int e = written ? errno : savedErrno;
     std::remove(temp.c_str());
     throw Error("cannot write the flight recorder to " + file + ": " + std::strerror(e));
+  }
+  if (hold.marked()) {
+    hold = DumpFolders::Hold();
+    DumpFolders::pruneAfterDump(dir);
   }
   return file;
 }

@@ -82,7 +82,8 @@ class FlightRecorder {
   // or in defaultDirectory()). Creates missing directories. Returns the
   // file written; throws Error naming it when it cannot be written.
   std::string dump(const std::string& path, const std::string& reason);
-  // MESHCOMM_DUMP_DIR, else /tmp/meshcomm-dumps-<job>.
+  // MESHCOMM_DUMP_DIR, else <root>/meshcomm-dumps-<job>, root being
+  // MESHCOMM_DUMP_ROOT or /tmp (runtime/dump_folders.h: how long it stays).
   static std::string defaultDirectory();
   // rank_<R>.jsonl (pid_<P>.jsonl before the process joined a job).
   static std::string fileName();
