@@ -6,6 +6,7 @@
 #include "common/check.h"
 #include "common/interrupt.h"
 #include "meshcomm/error.h"
+#include "transport/failure.h"
 
 namespace meshcomm {
 namespace {
@@ -196,8 +197,8 @@ void Executor::reapInFlight() {
     // The peer never posted the matching operation. The half-finished
     // transfer leaves the stream unusable, so the group breaks.
     transport_.abort(std::make_exception_ptr(
-        Timeout(f.pending.during + " timed out; its peer never posted the matching "
-                                   "send or receive")));
+        Timeout(timedOutMessage(f.pending.during, "its peer to post the matching send or "
+                                                       "receive"))));
   }
   auto broken = transport_.brokenError();
   for (size_t i = 0; i < inFlight_.size();) {

@@ -53,9 +53,13 @@ std::string awaitedPeers(std::span<const RequestPtr> requests,
   return peers;
 }
 
+std::string timedOutMessage(const std::string& during, const std::string& waitingFor) {
+  return during + ": Timed out waiting for " + waitingFor;
+}
+
 void throwWaitTimeout(const std::string& during, std::span<const RequestPtr> requests,
                       const std::function<std::string(int peer)>& describePeer) {
-  throw Timeout(during + " timed out; still waiting for " + awaitedPeers(requests, describePeer) +
+  throw Timeout(timedOutMessage(during, awaitedPeers(requests, describePeer)) +
                 ". A rank that never issued this operation, or issued a different one, is the "
                 "usual cause (the group timeout can be raised with MESHCOMM_TIMEOUT_MS)");
 }

@@ -31,6 +31,11 @@ std::string errorMessageOf(const std::exception_ptr& error);
 // wait for, each once, named by `describePeer`.
 std::string awaitedPeers(std::span<const RequestPtr> requests,
                          const std::function<std::string(int peer)>& describePeer);
+// The message of every operation Timeout: "<during>: Timed out waiting for
+// <what>". "Timed out" is the phrase torch's own backends use, which
+// torch's tests and users' retry code match (" (Timed out|closed|timeout) "),
+// so meshcomm's detail follows it rather than replacing it.
+std::string timedOutMessage(const std::string& during, const std::string& waitingFor);
 // The Timeout of a wait whose deadline passed, naming the awaited peers.
 [[noreturn]] void throwWaitTimeout(const std::string& during, std::span<const RequestPtr> requests,
                                    const std::function<std::string(int peer)>& describePeer);

@@ -215,13 +215,13 @@ def test_timeout_writes_the_dump_and_names_it(spawn_workers, free_port, tmp_path
     outcomes = spawn_workers(_timeout, 2, (free_port, str(tmp_path)), timeout=60).join()
     assert all(o.ok for o in outcomes), [o.describe() for o in outcomes]
     message = outcomes[0].result
-    assert "timed out" in message
+    assert "Timed out waiting for" in message
     assert f"flight recorder written to {tmp_path}/rank_0.jsonl" in message
     assert f"meshcomm-diagnose {tmp_path}" in message
     _, records = read_dump(tmp_path / "rank_0.jsonl")
     assert (records[-1]["op"], records[-1]["seq"], records[-1]["state"]) == ("all_reduce", 1,
                                                                             "failed")
-    assert "timed out" in records[-1]["error"]
+    assert "Timed out waiting for" in records[-1]["error"]
     result = diagnose.diagnose(str(tmp_path))
     assert result.status == 1
     assert "no dump from rank 1" in result.text

@@ -205,10 +205,11 @@ def work_objects(rank, size, port):
         results["after"] = (w.is_completed(), w.is_success(), w.exception(), buf.tolist(),
                             buf2.tolist(), fut.wait()[0].tolist())
     dist.barrier()
-    # Completed collectives: everything answers at once.
+    # A small asynchronous collective is queued too; once waited on,
+    # everything answers at once.
     t = torch.ones(2)
     w = dist.all_reduce(t, async_op=True)
-    results["done"] = (w.is_completed(), w.wait(), w.is_success(), w.exception(),
+    results["done"] = (w.wait(), w.is_completed(), w.is_success(), w.exception(),
                        w.get_future().wait()[0].tolist())
     # A large asynchronous all_reduce is queued (as DDP's buckets are):
     # its future completes on its own, its wait() returns the result.
@@ -310,7 +311,15 @@ def test_flight_recorder_names_torch_ranks_and_groups(tmp_path):
         lines = (tmp_path / f"rank_{rank}.jsonl").read_text().splitlines()
         header = json.loads(lines[0])
         assert (header["rank"], header["world_size"]) == (rank, 3), header
-        groups = {g["name"]: g["world_ranks"] for g in header["groups"]}
+        # Each torch group's World holds its point-to-point lane too: a
+        # group over the same ranks, named by meshcomm's rule, same label.
+        groups, lanes = {}, {}
+        for g in header["groups"]:
+            label = g["name"].partition("@")[2]
+            (groups if "world_group" in g["name"] else lanes)[label] = (g["name"], g["world_ranks"])
+        assert {label: ranks for label, (_, ranks) in lanes.items()} == \
+            {label: ranks for label, (_, ranks) in groups.items()}, header
+        groups = dict(groups.values())
         assert groups.pop("mccl_world_group") == [0, 1, 2], header
         if rank:
             [(name, ranks)] = groups.items()

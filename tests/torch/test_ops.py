@@ -133,14 +133,14 @@ def _cases(torch, dist, dtype, gsize, grank):
     cases.append(("all_gather_into_tensor", all_gather_into_tensor, [every.reshape(-1)]))
 
     def all_gather_coalesced(g):
-        outs = [[torch.zeros_like(mine) for _ in range(gsize)],
-                [torch.zeros_like(mine[:2]) for _ in range(gsize)]]
+        # outs[r][i] receives rank r's i-th input (torch's layout, and gloo's).
+        outs = [[torch.zeros_like(mine), torch.zeros_like(mine[:2])] for _ in range(gsize)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             dist.all_gather_coalesced(outs, [mine, mine[:2].clone()], group=g)
-        return outs[0] + outs[1]
+        return [t for per_rank in outs for t in per_rank]
     cases.append(("all_gather_coalesced", all_gather_coalesced,
-                  list(every) + [e[:2] for e in every]))
+                  [t for e in every for t in (e, e[:2])]))
 
     # Every rank contributes gsize blocks; block b of rank r is inputs(r + b).
     blocks = [[_inputs(torch, dtype, r + b) for b in range(gsize)] for r in range(gsize)]

@@ -6,12 +6,21 @@ Each joins a meshcomm World of its own through the store torch hands it
 so a group needs no port or rendezvous beyond torch's, and destroying it
 releases its transport, shared memory and threads.
 
-Collectives run on the calling thread (meshcomm's blocking submission: on
-an idle group the operation runs there, GIL released) and return a
-completed Work: this is the shortest path from ``dist.all_reduce`` to the
-wire, and torch waits on the Work at once anyway unless ``async_op=True``.
-Point-to-point operations are queued and return a pending Work, since an
-``isend`` must not wait for its ``irecv``.
+A call torch waits on at once (``async_op=False``) runs on the calling
+thread (meshcomm's blocking submission: on an idle group the operation runs
+there, GIL released) and returns a completed Work: the shortest path from
+``dist.all_reduce`` to the wire. A call issued with ``async_op=True`` (and
+every call torch's C++ side makes, such as DDP's bucket all_reduces) is
+queued on the group's executor and returns a pending Work at once, whatever
+its size: an async call never waits for a peer. Calls on one group run in
+issue order.
+
+Point-to-point operations travel on a second meshcomm group over the same
+ranks (the "p2p lane"), so they never queue behind a collective: rank 0
+may issue an async all_reduce and then a send that rank 1 receives before
+it joins the all_reduce, as on torch's gloo. Sends and receives keep their
+issue order among themselves, and are always queued (an ``isend`` must not
+wait for its ``irecv``).
 
 Errors: bad input raises :class:`InvalidArgumentError` (a ValueError and a
 RuntimeError) before anything is sent; a failed operation raises meshcomm's
@@ -45,18 +54,12 @@ _CODES = _t.CODES
 _STRIDED = torch.strided
 # Per dtype code, looked up instead of asking the tensor (cheaper).
 _COMPLEX = frozenset(code for dtype, code in _CODES.items() if dtype.is_complex)
-_ITEM_BYTES = {code: dtype.itemsize for dtype, code in _CODES.items()}
 _UNSET = dist.AllreduceOptions().timeout  # torch's "no timeout given"
 # hash(ReduceOp) is its RedOpType value; the ops the core reduces natively
 # on every real dtype.
 _FAST_OPS = {int(op): _t._NATIVE[int(op)]
              for op in (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN,
                         dist.ReduceOp.MAX)}
-
-# An all_reduce at least this large issued with async_op=True is queued and
-# returns at once (DDP's buckets overlap with the backward pass); smaller
-# ones run on the calling thread, which is faster than any hand-off.
-_ASYNC_BYTES = 1 << 20
 
 _CLOSED_KEY = "meshcomm/closed"
 _LEAVE_WAIT_S = 10.0
@@ -120,6 +123,9 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                                       world_size=size, timeout_ms=self._timeout_ms,
                                       label=f"torch:{group_id}" if group_id else "")
         self._pg = self._world.world_group()
+        # The p2p lane: the same ranks as a second meshcomm group, whose
+        # executor runs sends and receives beside the collectives'.
+        self._p2p = self._world.new_group(list(range(size))) if size > 1 else self._pg
         # How long waits busy-poll, chosen as meshcomm's own API does.
         configure_wait(self._world.machine_size)
         self._store = store
@@ -134,7 +140,7 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         # messages); torch users think in global ranks.
         global_ranks = list(global_ranks)
         self._global_ranks = global_ranks if global_ranks != list(range(size)) else []
-        self._futures = None        # (queue, thread) completing get_future()s
+        self._futures = {}          # lane -> (queue, thread) completing get_future()s
         _LIVE.add(self)
 
     # ---- identity -----------------------------------------------------
@@ -174,16 +180,17 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     def shutdown(self):
         """Releases everything the group holds (torch's destroy_process_group
         calls this). Waits for queued point-to-point operations to end."""
-        world, self._world, self._pg = self._world, None, None
+        world, self._world, self._pg, self._p2p = self._world, None, None, None
         if world is None:
             return
         world.close()
         with self._pending_lock:
             self._pending.clear()
-            futures, self._futures = self._futures, None
-        if futures is not None:
-            futures[0].put(None)
-            futures[1].join(timeout=10)
+            futures, self._futures = self._futures, {}
+        for q, _ in futures.values():
+            q.put(None)
+        for _, thread in futures.values():
+            thread.join(timeout=10)
         _LIVE.discard(self)
         store, self._store = self._store, None
         try:
@@ -218,6 +225,12 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                                "(destroy_process_group); create a new one")
         return pg
 
+    def _p2p_group(self):
+        p2p = self._p2p
+        if p2p is None:
+            self._group()  # raises: destroyed
+        return p2p
+
     def _track(self, work):
         with self._pending_lock:
             self._pending = [w for w in self._pending if not w._done and
@@ -225,18 +238,48 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             self._pending.append(work)
         return work
 
-    def _complete_later(self, work, future):
-        """Has the group's future thread complete future when work ends.
-        The group's operations end in issue order, so one thread waiting
-        on them in turn completes each future as soon as it can be."""
-        with self._pending_lock:
-            if self._futures is None:
-                q = queue.SimpleQueue()
-                thread = threading.Thread(target=_complete_futures, args=(q,),
-                                          name="meshcomm-futures", daemon=True)
-                thread.start()
-                self._futures = (q, thread)
-            self._futures[0].put((work, future))
+    def _completer(self, lane):
+        """complete_later for the Works of one lane ("coll" or "p2p"): that
+        lane's future thread completes a future when its work ends. A
+        lane's operations end in issue order, so one thread waiting on them
+        in turn completes each future as soon as it can be; the lanes have
+        a thread each, so a receive waiting for its sender never holds
+        back the future of a collective."""
+        def complete_later(work, future):
+            with self._pending_lock:
+                entry = self._futures.get(lane)
+                if entry is None:
+                    q = queue.SimpleQueue()
+                    thread = threading.Thread(target=_complete_futures, args=(q,),
+                                              name=f"meshcomm-futures-{lane}", daemon=True)
+                    thread.start()
+                    entry = self._futures[lane] = (q, thread)
+                entry[0].put((work, future))
+        return complete_later
+
+    def _start(self, opts, result, calls, finish=None, keep=()):
+        """Issues one torch call: `calls`, (method, args) pairs of the
+        collective lane run in order, then `finish` (copies staged outputs
+        back, completes AVG and the bitwise reductions) once all succeeded.
+
+        With ``opts.asyncOp`` every call is queued and a pending Work holding
+        `keep` (every buffer the calls use) returns at once; otherwise they
+        run on this thread and a completed Work returns."""
+        if opts.asyncOp:
+            natives = tuple(self._submit(method, *args) for method, args in calls)
+            return self._track(PendingWork(natives, result, keep, finish,
+                                           self._completer("coll"), self._failed))
+        for method, args in calls:
+            self._run(method, *args)
+        if finish is not None:
+            finish()
+        return DoneWork(result)
+
+    def _start_p2p(self, result, method, args, keep, finish=None):
+        """Queues one send or receive on the p2p lane; returns its pending Work."""
+        native = self._submit(method, *args)
+        return self._track(PendingWork((native,), result, keep, finish, self._completer("p2p"),
+                                       self._failed))
 
     def _run(self, method, *args):
         """Runs one blocking submission; returns once the operation is done."""
@@ -282,60 +325,71 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             t = tensors[0]
             code = _FAST_OPS.get(hash(opts.reduceOp))
             d = _as_is(t) if code is not None else None
-            if d is not None and d[2] not in _COMPLEX and self._pg is not None:
+            pg = self._pg
+            if d is not None and d[2] not in _COMPLEX and pg is not None:
                 timeout = opts.timeout  # _timeout_ms(opts), inlined on the hottest call
                 timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
-                if d[1] * _ITEM_BYTES[d[2]] >= _ASYNC_BYTES and getattr(opts, "asyncOp", False):
-                    native = self._submit(self._pg.all_reduce, d, code, timeout_ms)
-                    return self._track(PendingWork(native, tensors, (t,),
-                                                   complete_later=self._complete_later))
-                self._run(self._pg.all_reduce, d, code, timeout_ms)
+                if opts.asyncOp:
+                    native = self._submit(pg.all_reduce, d, code, timeout_ms)
+                    return self._track(PendingWork((native,), tensors, (t,), None,
+                                                   self._completer("coll"), self._failed))
+                self._run(pg.all_reduce, d, code, timeout_ms)
                 return DoneWork(tensors)
         t = _one(tensors, "all_reduce")
-        self._allreduce(t, opts.reduceOp, _ms(opts.timeout))
-        return DoneWork(tensors)
+        return self._start(opts, tensors, *self._allreduce(t, opts.reduceOp, _timeout_ms(opts)))
 
-    def _allreduce(self, t, op, timeout_ms):
+    def _allreduce(self, t, op, timeout_ms, what="all_reduce"):
+        """The calls, finish and buffers of an all_reduce of t."""
         pg = self._group()
-        code = native_op(op, t.dtype, "all_reduce")
-        if code is not None and t.is_cpu and t.dtype in _CODES and _t.dense(t):
-            self._run(pg.all_reduce, (t.data_ptr(), t.numel(), _CODES[t.dtype]), code, timeout_ms)
-            return
+        code = native_op(op, t.dtype, what)
         stage = Staging()
-        buf = stage.update(t, "all_reduce")
+        buf = stage.update(t, what)
         opc = _t.op_code(op)
         if code is not None:
-            self._run(pg.all_reduce, desc(buf), code, timeout_ms)
-        elif opc == _AVG:
-            self._run(pg.all_reduce, desc(buf), _SUM, timeout_ms)
-            buf.div_(self._size)
-        else:
-            stacked = torch.empty((self._size,) + tuple(buf.shape), dtype=buf.dtype)
-            self._run(pg.all_gather_into_tensor, desc(stacked), desc(buf), timeout_ms)
+            return [(pg.all_reduce, (desc(buf), code, timeout_ms))], stage.finisher(), (t, buf)
+        if opc == _AVG:
+            def finish():
+                buf.div_(self._size)
+                stage.finish()
+            return [(pg.all_reduce, (desc(buf), _SUM, timeout_ms))], finish, (t, buf)
+        stacked = torch.empty((self._size,) + tuple(buf.shape), dtype=buf.dtype)
+
+        def fold():
             _t.fold(opc, stacked, buf)
-        stage.finish()
+            stage.finish()
+        return ([(pg.all_gather_into_tensor, (desc(stacked), desc(buf), timeout_ms))], fold,
+                (t, buf, stacked))
 
     def allreduce_coalesced(self, tensors, opts=None):
         if opts is None:
             opts = dist.AllreduceCoalescedOptions()
+        what = "all_reduce_coalesced"
         for t in tensors:
-            check_tensor(t, "all_reduce_coalesced")
-            native_op(opts.reduceOp, t.dtype, "all_reduce_coalesced")
+            check_tensor(t, what)
+            native_op(opts.reduceOp, t.dtype, what)
         # One flat buffer per dtype, reduced in one call each.
         by_dtype = {}
         for t in tensors:
             by_dtype.setdefault(t.dtype, []).append(t)
-        timeout_ms = _ms(opts.timeout)
+        calls, finishes, keep = [], [], [tensors]
         for dtype in sorted(by_dtype, key=str):
             group = by_dtype[dtype]
             flat = torch.cat([t.reshape(-1) for t in group])
-            self._allreduce(flat, opts.reduceOp, timeout_ms)
-            offset = 0
-            for t in group:
-                n = t.numel()
-                t.copy_(flat[offset:offset + n].view(t.shape))
-                offset += n
-        return DoneWork(tensors)
+            c, f, k = self._allreduce(flat, opts.reduceOp, _timeout_ms(opts), what)
+            calls += c
+            keep.append(k)
+            finishes.append((f, flat, group))
+
+        def finish():
+            for f, flat, group in finishes:
+                if f is not None:
+                    f()
+                offset = 0
+                for t in group:
+                    n = t.numel()
+                    t.copy_(flat[offset:offset + n].view(t.shape))
+                    offset += n
+        return self._start(opts, tensors, calls, finish, keep)
 
     # ---- broadcast / reduce ---------------------------------------------
 
@@ -346,40 +400,51 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         pg = self._group()
         d = _as_is(t)
         if d is not None:  # the hot path: nothing to stage
-            self._run(pg.broadcast, d, opts.rootRank, _timeout_ms(opts))
-            return DoneWork(tensors)
+            if not opts.asyncOp:
+                self._run(pg.broadcast, d, opts.rootRank, _timeout_ms(opts))
+                return DoneWork(tensors)
+            return self._start(opts, tensors, [(pg.broadcast, (d, opts.rootRank,
+                                                               _timeout_ms(opts)))], None, (t,))
         stage = Staging()
         buf = stage.update(t, "broadcast") if opts.rootRank == self._rank else \
             stage.write(t, "broadcast")
-        self._run(pg.broadcast, desc(buf), opts.rootRank, _ms(opts.timeout))
-        stage.finish()
-        return DoneWork(tensors)
+        return self._start(opts, tensors,
+                           [(pg.broadcast, (desc(buf), opts.rootRank, _timeout_ms(opts)))],
+                           stage.finisher(), (t, buf))
 
     def reduce(self, tensors, opts=None):
         t = _one(tensors, "reduce")
         if opts is None:
             opts = dist.ReduceOptions()
         pg = self._group()
-        timeout_ms = _ms(opts.timeout)
+        timeout_ms = _timeout_ms(opts)
         code = native_op(opts.reduceOp, t.dtype, "reduce")
         root = opts.rootRank
+        is_root = self._rank == root
         stage = Staging()
         buf = stage.update(t, "reduce")
         opc = _t.op_code(opts.reduceOp)
+        keep = (t, buf)
         if code is not None:
-            self._run(pg.reduce, desc(buf), code, root, timeout_ms)
+            calls = [(pg.reduce, (desc(buf), code, root, timeout_ms))]
+            finish = stage.finisher() if is_root else None
         elif opc == _AVG:
-            self._run(pg.reduce, desc(buf), _SUM, root, timeout_ms)
-            if self._rank == root:
+            calls = [(pg.reduce, (desc(buf), _SUM, root, timeout_ms))]
+
+            def finish():
                 buf.div_(self._size)
+                stage.finish()
+            finish = finish if is_root else None
         else:
             stacked = torch.empty((self._size,) + tuple(buf.shape), dtype=buf.dtype)
-            self._run(pg.gather_into_tensor, desc(stacked), desc(buf), root, timeout_ms)
-            if self._rank == root:
+            calls = [(pg.gather_into_tensor, (desc(stacked), desc(buf), root, timeout_ms))]
+            keep += (stacked,)
+
+            def finish():
                 _t.fold(opc, stacked, buf)
-        if self._rank == root:
-            stage.finish()
-        return DoneWork(tensors)
+                stage.finish()
+            finish = finish if is_root else None
+        return self._start(opts, tensors, calls, finish, keep)
 
     # ---- all_gather ------------------------------------------------------
 
@@ -391,16 +456,16 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         self._check_list(outputs, t, "all_gather", "output_tensor_list")
         stage = Staging()
         src = stage.read(t, "all_gather")
-        outs = [desc(stage.write(o, "all_gather")) for o in outputs]
-        self._run(self._group().all_gather, outs, desc(src), _ms(opts.timeout))
-        stage.finish()
-        return DoneWork(output_tensors)
+        outs = [stage.write(o, "all_gather") for o in outputs]
+        return self._start(opts, output_tensors,
+                           [(self._group().all_gather,
+                             ([desc(o) for o in outs], desc(src), _timeout_ms(opts)))],
+                           stage.finisher(), (t, src, outputs, outs))
 
-    def _stage_blocks(self, output, input, what, whole):
+    def _stage_blocks(self, stage, output, input, what, whole):
         """Stages `output` and `input` of a call where `whole` ("output" or
         "input") holds one block of the other per rank; checks that their
-        dtypes agree and the sizes fit. Returns (staging, input, output)."""
-        stage = Staging()
+        dtypes agree and the sizes fit. Returns (input, output) as staged."""
         src = stage.read(input, what)
         dst = stage.write(output, what)
         if dst.dtype != src.dtype:
@@ -410,20 +475,22 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if big.numel() != block.numel() * self._size:
             raise InvalidArgumentError(f"{what}: {whole} has {big.numel()} elements, expected "
                                        f"{self._size} x {block.numel()} (group size x {other})")
-        return stage, src, dst
+        return src, dst
+
+    def _all_gather_calls(self, stage, output, input, opts, what):
+        out_d, in_d = _as_is(output), _as_is(input)
+        if not (out_d is not None and in_d is not None and out_d[2] == in_d[2] and
+                out_d[1] == in_d[1] * self._size):
+            src, dst = self._stage_blocks(stage, output, input, what, whole="output")
+            out_d, in_d = desc(dst), desc(src)
+        return (self._group().all_gather_into_tensor, (out_d, in_d, _timeout_ms(opts)))
 
     def _all_gather_single(self, output, input, opts, what="all_gather_into_tensor"):
         if opts is None:
             opts = AllgatherOptions()
-        out_d, in_d = _as_is(output), _as_is(input)
-        if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
-                out_d[1] == in_d[1] * self._size:  # the hot path: nothing to stage
-            self._run(self._group().all_gather_into_tensor, out_d, in_d, _timeout_ms(opts))
-            return DoneWork([output])
-        stage, src, dst = self._stage_blocks(output, input, what, whole="output")
-        self._run(self._group().all_gather_into_tensor, desc(dst), desc(src), _ms(opts.timeout))
-        stage.finish()
-        return DoneWork([output])
+        stage = Staging()
+        call = self._all_gather_calls(stage, output, input, opts, what)
+        return self._start(opts, [output], [call], stage.finisher(), (output, input, stage))
 
     def _allgather_base(self, output, input, opts=None):
         return self._all_gather_single(output, input, opts)
@@ -432,14 +499,54 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         return self._all_gather_single(output, input, opts)
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
-        for outputs, t in zip(output_lists, input_list):
-            self.allgather([outputs], [t], opts)
-        return DoneWork(output_lists)
+        """output_lists[r][i] receives rank r's input_list[i]. The inputs
+        travel as one flat buffer, gathered in one call."""
+        what = "all_gather_coalesced"
+        if opts is None:
+            opts = AllgatherOptions()
+        if len(output_lists) != self._size:
+            raise InvalidArgumentError(f"{what}: output_tensor_lists has {len(output_lists)} "
+                                       f"lists, expected one per rank ({self._size})")
+        for t in input_list:
+            check_tensor(t, what)
+        for r, outputs in enumerate(output_lists):
+            if len(outputs) != len(input_list):
+                raise InvalidArgumentError(
+                    f"{what}: output_tensor_lists[{r}] has {len(outputs)} tensors, expected one "
+                    f"per input ({len(input_list)})")
+            for i, (o, t) in enumerate(zip(outputs, input_list)):
+                check_tensor(o, what)
+                if o.numel() != t.numel() or o.dtype != t.dtype:
+                    raise InvalidArgumentError(
+                        f"{what}: output_tensor_lists[{r}][{i}] ({o.numel()} x {o.dtype}) must "
+                        f"match input_tensor_list[{i}] ({t.numel()} x {t.dtype})")
+        if not input_list:
+            return DoneWork(output_lists)
+        dtypes = {t.dtype for t in input_list}
+        if len(dtypes) > 1:
+            raise InvalidArgumentError(f"{what}: every input must have one dtype, got "
+                                       f"{sorted(map(str, dtypes))}")
+        flat = torch.cat([t.resolve_conj().resolve_neg().reshape(-1) for t in input_list])
+        gathered = torch.empty((self._size, flat.numel()), dtype=flat.dtype)
+
+        def finish():
+            for r, outputs in enumerate(output_lists):
+                offset = 0
+                for o in outputs:
+                    n = o.numel()
+                    o.copy_(gathered[r, offset:offset + n].view(o.shape))
+                    offset += n
+        call = (self._group().all_gather_into_tensor,
+                (desc(gathered), desc(flat), _timeout_ms(opts)))
+        return self._start(opts, output_lists, [call], finish, (flat, gathered))
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        for o, i in zip(outputs, inputs):
-            self._all_gather_single(o, i, opts, "all_gather_into_tensor_coalesced")
-        return DoneWork(outputs)
+        if opts is None:
+            opts = AllgatherOptions()
+        stage = Staging()
+        calls = [self._all_gather_calls(stage, o, i, opts, "all_gather_into_tensor_coalesced")
+                 for o, i in zip(outputs, inputs)]
+        return self._start(opts, outputs, calls, stage.finisher(), (outputs, inputs, stage))
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
@@ -452,65 +559,87 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if opts is None:
             opts = dist.ReduceScatterOptions()
         self._check_list(inputs, out, "reduce_scatter", "input_list")
-        timeout_ms = _ms(opts.timeout)
+        timeout_ms = _timeout_ms(opts)
         code = native_op(opts.reduceOp, out.dtype, "reduce_scatter")
         opc = _t.op_code(opts.reduceOp)
         stage = Staging()
         dst = stage.write(out, "reduce_scatter")
         srcs = [stage.read(i, "reduce_scatter") for i in inputs]
         pg = self._group()
-        if code is not None or opc == _AVG:
-            self._run(pg.reduce_scatter, desc(dst), [desc(s) for s in srcs],
-                      _SUM if code is None else code, timeout_ms)
-            if code is None:
+        keep = (out, dst, inputs, srcs)
+        if code is not None:
+            return self._start(opts, output_tensors,
+                               [(pg.reduce_scatter, (desc(dst), [desc(s) for s in srcs], code,
+                                                     timeout_ms))],
+                               stage.finisher(), keep)
+        if opc == _AVG:
+            def finish():
                 dst.div_(self._size)
-        else:
-            got = [torch.empty_like(dst) for _ in range(self._size)]
-            self._run(pg.all_to_all, [desc(g) for g in got], [desc(s) for s in srcs],
-                      timeout_ms)
-            _t.fold(opc, torch.stack(got), dst)
-        stage.finish()
-        return DoneWork(output_tensors)
+                stage.finish()
+            return self._start(opts, output_tensors,
+                               [(pg.reduce_scatter, (desc(dst), [desc(s) for s in srcs], _SUM,
+                                                     timeout_ms))],
+                               finish, keep)
+        got = [torch.empty_like(dst) for _ in range(self._size)]
 
-    def _reduce_scatter_single(self, output, input, opts, what="reduce_scatter_tensor"):
-        if opts is None:
-            opts = dist.ReduceScatterOptions()
+        def fold():
+            _t.fold(opc, torch.stack(got), dst)
+            stage.finish()
+        return self._start(opts, output_tensors,
+                           [(pg.all_to_all, ([desc(g) for g in got], [desc(s) for s in srcs],
+                                             timeout_ms))],
+                           fold, keep + (got,))
+
+    def _reduce_scatter_calls(self, stage, output, input, opts, what):
+        """The call and finish of one reduce_scatter_tensor."""
         code = _FAST_OPS.get(hash(opts.reduceOp))
+        pg = self._group()
         if code is not None:
             out_d, in_d = _as_is(output), _as_is(input)
             if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
                     in_d[1] == out_d[1] * self._size and out_d[2] not in _COMPLEX:
                 # The hot path: nothing to stage, an op the core has.
-                self._run(self._group().reduce_scatter_tensor, out_d, in_d, code,
-                          _timeout_ms(opts))
-                return DoneWork([output])
-        stage, src, dst = self._stage_blocks(output, input, what, whole="input")
+                return (pg.reduce_scatter_tensor, (out_d, in_d, code, _timeout_ms(opts))), None
+        src, dst = self._stage_blocks(stage, output, input, what, whole="input")
         code = native_op(opts.reduceOp, dst.dtype, what)
         opc = _t.op_code(opts.reduceOp)
-        timeout_ms = _ms(opts.timeout)
-        pg = self._group()
-        if code is not None or opc == _AVG:
-            self._run(pg.reduce_scatter_tensor, desc(dst), desc(src),
-                      _SUM if code is None else code, timeout_ms)
-            if code is None:
-                dst.div_(self._size)
-        else:
-            got = torch.empty((self._size, dst.numel()), dtype=dst.dtype)
-            self._run(pg.all_to_all_single, desc(got), desc(src), [], [], timeout_ms)
-            _t.fold(opc, got, dst)
-        stage.finish()
-        return DoneWork([output])
+        timeout_ms = _timeout_ms(opts)
+        if code is not None:
+            return (pg.reduce_scatter_tensor, (desc(dst), desc(src), code, timeout_ms)), None
+        if opc == _AVG:
+            return ((pg.reduce_scatter_tensor, (desc(dst), desc(src), _SUM, timeout_ms)),
+                    lambda: dst.div_(self._size))
+        got = torch.empty((self._size, dst.numel()), dtype=dst.dtype)
+        return ((pg.all_to_all_single, (desc(got), desc(src), [], [], timeout_ms)),
+                lambda: _t.fold(opc, got, dst))
+
+    def _reduce_scatter_coalesced(self, outputs, inputs, opts, what):
+        if opts is None:
+            opts = dist.ReduceScatterOptions()
+        stage = Staging()
+        calls, folds = [], []
+        for o, i in zip(outputs, inputs):
+            call, fold = self._reduce_scatter_calls(stage, o, i, opts, what)
+            calls.append(call)
+            if fold is not None:
+                folds.append(fold)
+
+        def finish():
+            for fold in folds:
+                fold()
+            stage.finish()
+        return self._start(opts, outputs, calls, finish if folds or stage.back else None,
+                           (outputs, inputs, stage, calls))
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        return self._reduce_scatter_single(output, input, opts)
+        return self._reduce_scatter_coalesced([output], [input], opts, "reduce_scatter_tensor")
 
     def reduce_scatter_single(self, output, input, opts=None):
-        return self._reduce_scatter_single(output, input, opts)
+        return self._reduce_scatter_base(output, input, opts)
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
-        for o, i in zip(outputs, inputs):
-            self._reduce_scatter_single(o, i, opts, "reduce_scatter_tensor_coalesced")
-        return DoneWork(outputs)
+        return self._reduce_scatter_coalesced(outputs, inputs, opts,
+                                              "reduce_scatter_tensor_coalesced")
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
@@ -526,38 +655,36 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                 raise InvalidArgumentError(f"all_to_all: {name} has {len(lst)} tensors, "
                                            f"expected one per rank ({self._size})")
         stage = Staging()
-        srcs = [desc(stage.read(i, "all_to_all")) for i in input_tensors]
-        dsts = [desc(stage.write(o, "all_to_all")) for o in output_tensors]
-        self._run(self._group().all_to_all, dsts, srcs, _ms(opts.timeout))
-        stage.finish()
-        return DoneWork(output_tensors)
+        srcs = [stage.read(i, "all_to_all") for i in input_tensors]
+        dsts = [stage.write(o, "all_to_all") for o in output_tensors]
+        return self._start(opts, output_tensors,
+                           [(self._group().all_to_all, ([desc(d) for d in dsts],
+                                                        [desc(s) for s in srcs],
+                                                        _timeout_ms(opts)))],
+                           stage.finisher(), (output_tensors, input_tensors, srcs, dsts))
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         if opts is None:
             opts = dist.AllToAllOptions()
         what = "all_to_all_single"
-        if not output_split_sizes and not input_split_sizes:
-            out_d, in_d = _as_is(output), _as_is(input)
-            if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
-                    out_d[1] == in_d[1]:
-                # The hot path: equal blocks, nothing to stage.
-                self._splits(output, (), what, "output_split_sizes")
-                self._splits(input, (), what, "input_split_sizes")
-                self._run(self._group().all_to_all_single, out_d, in_d, [], [],
-                          _timeout_ms(opts))
-                return DoneWork([output])
         stage = Staging()
-        src = stage.read(input, what)
-        dst = stage.write(output, what)
-        if dst.dtype != src.dtype:
-            raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from input "
-                                       f"dtype {src.dtype}")
+        out_d, in_d = _as_is(output), _as_is(input)
+        dst, src = output, input
+        if output_split_sizes or input_split_sizes or out_d is None or in_d is None or \
+                out_d[2] != in_d[2] or out_d[1] != in_d[1]:
+            # Not the hot path (equal blocks, nothing to stage).
+            src = stage.read(input, what)
+            dst = stage.write(output, what)
+            if dst.dtype != src.dtype:
+                raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from "
+                                           f"input dtype {src.dtype}")
+            out_d, in_d = desc(dst), desc(src)
         recv = self._splits(dst, output_split_sizes, what, "output_split_sizes")
         send = self._splits(src, input_split_sizes, what, "input_split_sizes")
-        self._run(self._group().all_to_all_single, desc(dst), desc(src), recv, send,
-                  _ms(opts.timeout))
-        stage.finish()
-        return DoneWork([output])
+        return self._start(opts, [output],
+                           [(self._group().all_to_all_single,
+                             (out_d, in_d, recv, send, _timeout_ms(opts)))],
+                           stage.finisher(), (output, input, dst, src))
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
                           opts=None):
@@ -593,13 +720,14 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if self._rank == root:
             outputs = _one(output_lists, "gather")
             self._check_list(outputs, t, "gather", "gather_list")
-            outs = [desc(stage.write(o, "gather")) for o in outputs]
+            outs = [stage.write(o, "gather") for o in outputs]
         elif output_lists and output_lists[0]:
             raise InvalidArgumentError("gather: gather_list must be given on the destination "
                                        f"rank {root} only")
-        self._run(self._group().gather, outs, desc(src), root, _ms(opts.timeout))
-        stage.finish()
-        return DoneWork(output_lists)
+        return self._start(opts, output_lists,
+                           [(self._group().gather, ([desc(o) for o in outs], desc(src), root,
+                                                    _timeout_ms(opts)))],
+                           stage.finisher(), (output_lists, t, src, outs))
 
     def scatter(self, output_tensors, input_lists, opts=None):
         t = _one(output_tensors, "scatter")
@@ -612,13 +740,14 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if self._rank == root:
             inputs = _one(input_lists, "scatter")
             self._check_list(inputs, t, "scatter", "scatter_list")
-            ins = [desc(stage.read(i, "scatter")) for i in inputs]
+            ins = [stage.read(i, "scatter") for i in inputs]
         elif input_lists and input_lists[0]:
             raise InvalidArgumentError(f"scatter: scatter_list must be given on the source rank "
                                        f"{root} only")
-        self._run(self._group().scatter, desc(dst), ins, root, _ms(opts.timeout))
-        stage.finish()
-        return DoneWork(output_tensors)
+        return self._start(opts, output_tensors,
+                           [(self._group().scatter, (desc(dst), [desc(i) for i in ins], root,
+                                                     _timeout_ms(opts)))],
+                           stage.finisher(), (t, dst, input_lists, ins))
 
     def _check_list(self, lst, like, what, name):
         if len(lst) != self._size:
@@ -634,46 +763,40 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
     # ---- barrier ---------------------------------------------------------------
 
     def barrier(self, opts=None):
-        timeout_ms = _ms(opts.timeout) if opts is not None else 0
-        self._run(self._group().barrier, timeout_ms)
-        return DoneWork([])
+        if opts is None:
+            opts = dist.BarrierOptions()
+        return self._start(opts, [], [(self._group().barrier, (_timeout_ms(opts),))])
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
         """A barrier bounded by timeout; a rank that does not arrive makes
         every rank fail with a RuntimeError naming it."""
         self._run(self._group().barrier, _ms(timeout))
 
-    # ---- point to point -------------------------------------------------------
+    # ---- point to point (the p2p lane) ------------------------------------------
 
     def send(self, tensors, dst, tag=0):
         t = _one(tensors, "send")
-        pg = self._group()
+        pg = self._p2p_group()
         src = Staging().read(t, "send")
-        native = self._submit(pg.send, desc(src), dst, tag, 0)
-        return self._track(PendingWork(native, tensors, (t, src),
-                                       complete_later=self._complete_later))
+        return self._start_p2p(tensors, pg.send, (desc(src), dst, tag, 0), (t, src))
 
     def recv(self, tensors, src, tag=0):
         t = _one(tensors, "recv")
-        pg = self._group()
+        pg = self._p2p_group()
         stage = Staging()
         buf = stage.write(t, "recv")
-        native = self._submit(pg.recv, desc(buf), src, tag, 0)
-        return self._track(PendingWork(native, tensors, (t, buf),
-                                       stage.finish if stage.back else None,
-                                       self._complete_later))
+        return self._start_p2p(tensors, pg.recv, (desc(buf), src, tag, 0), (t, buf),
+                               stage.finisher())
 
     def recv_anysource(self, tensors, tag=0):
         """torch.distributed.recv without src: the first message with `tag`
         that any rank sends; the Work's _source_rank() names the sender."""
         t = _one(tensors, "recv")
-        pg = self._group()
+        pg = self._p2p_group()
         stage = Staging()
         buf = stage.write(t, "recv")
-        native = self._submit(pg.recv_any_source, desc(buf), tag, 0)
-        return self._track(PendingWork(native, tensors, (t, buf),
-                                       stage.finish if stage.back else None,
-                                       self._complete_later))
+        return self._start_p2p(tensors, pg.recv_any_source, (desc(buf), tag, 0), (t, buf),
+                               stage.finisher())
 
     def _submit(self, method, *args):
         try:

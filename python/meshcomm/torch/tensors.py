@@ -89,19 +89,26 @@ class Staging:
 
     ``read(t)`` returns t or a contiguous copy of it; ``write(t)`` returns t
     or a contiguous buffer whose contents are copied into t by ``finish()``;
-    ``update(t)`` is both (in-place operations).
+    ``update(t)`` is both (in-place operations). The core sees only
+    addresses, so the Staging holds every copy it made until it is dropped:
+    keep it alive until the operation is done.
     """
 
-    __slots__ = ("back",)
+    __slots__ = ("back", "held")
 
     def __init__(self):
         self.back = None
+        self.held = None
 
     def read(self, t, what):
         check_tensor(t, what)
         if dense(t):
             return t
-        return t.resolve_conj().resolve_neg().contiguous()
+        staged = t.resolve_conj().resolve_neg().contiguous()
+        if self.held is None:
+            self.held = []
+        self.held.append(staged)
+        return staged
 
     def write(self, t, what, keep_contents=False):
         check_tensor(t, what)
@@ -122,11 +129,16 @@ class Staging:
     def update(self, t, what):
         return self.write(t, what, keep_contents=True)
 
+    def finisher(self):
+        """finish, or None when nothing was staged for writing."""
+        return self.finish if self.back else None
+
     def finish(self):
         if self.back:
             for t, staged in self.back:
                 t.copy_(staged)
             self.back = None
+        self.held = None
 
 
 def native_op(op, dtype, what):

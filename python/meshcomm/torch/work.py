@@ -4,16 +4,17 @@ torch waits on what a ProcessGroup returns through ``Work.wait`` and, in
 DDP's communication hooks, through ``Work.get_future``. Two kinds exist:
 
 * :class:`DoneWork` for an operation that finished before the call
-  returned: every collective runs on the calling thread (see
-  ``process_group.py``), so this is the common case and costs one object.
-* :class:`PendingWork` for point-to-point operations, which must not block
-  the caller (an isend followed by an irecv would deadlock otherwise), and
-  for large all_reduces issued with ``async_op=True`` (DDP's gradient
-  buckets, which then overlap with the rest of the backward pass). It
-  holds meshcomm's native Work and every tensor the operation reads or
-  writes, so the memory stays valid until the operation completes even if
-  the caller drops the Work: the process group keeps its pending Works in
-  a list until they complete.
+  returned: a call torch waits on at once (``async_op=False``) runs on the
+  calling thread (see ``process_group.py``), so this is the common case and
+  costs one object.
+* :class:`PendingWork` for every call issued with ``async_op=True`` and
+  every point-to-point operation: queued on meshcomm's executor, so the
+  caller never waits for a peer (an isend followed by an irecv, or an async
+  all_reduce followed by a send, would deadlock otherwise). It holds
+  meshcomm's native Works (a call may take several, run in order) and
+  every tensor they read or write, so the memory stays valid until they
+  complete even if the caller drops the Work: the process group keeps its
+  pending Works in a list until they complete.
 
 Both subclass torch's ``Work``, so torch's C++ side (DDP's reducer) sees
 them through its Python trampoline, which keeps the Python object alive for
@@ -42,6 +43,10 @@ def _timeout_ms(timeout):
     else:
         ms = int(timeout)
     return ms if ms > 0 else None
+
+
+def _unwrap(fut):
+    return fut.wait()
 
 
 class DoneWork(_TorchWork):
@@ -78,17 +83,22 @@ class DoneWork(_TorchWork):
 class PendingWork(_TorchWork):
     """An operation still running on meshcomm's executor.
 
-    ``native`` is meshcomm's Work; ``keep`` every object whose memory the
-    operation uses; ``finish`` (may be None) runs once on success, before
-    waiters return (it copies a staged receive into a strided tensor);
-    ``complete_later(work, future)`` has the group's future thread
-    complete ``future`` once the operation ends (get_future).
+    ``natives`` are meshcomm's Works of the call, in issue order; ``keep``
+    every object whose memory they use; ``finish`` (may be None) runs once
+    after all succeeded, before waiters return (it copies staged outputs
+    back and finishes the reductions built in Python); ``complete_later(work,
+    future)`` has the group's future thread complete ``future`` once the
+    operation ends (get_future); ``failed(error)`` returns the error to
+    raise for a failed operation (the group names itself in it and learns
+    that it is broken).
     """
 
-    def __init__(self, native, result, keep, finish=None, complete_later=None):
+    def __init__(self, natives, result, keep, finish=None, complete_later=None, failed=None):
         super().__init__()
+        self._failed = failed
         self._complete_later = complete_later
-        self._native = native
+        self._natives = natives
+        self._native = natives[-1]  # ends last: the group runs them in order
         self._result = result
         self._keep = keep
         self._finish = finish
@@ -96,18 +106,24 @@ class PendingWork(_TorchWork):
         self._done = False
         self._lock = threading.Lock()
         self._future = None
+        if finish is not None and complete_later is not None:
+            # Staged outputs are copied back even if nobody waits.
+            self.get_future()
 
     def _settle(self, timeout_ms):
-        """Waits up to timeout_ms (None: the operation's own deadline).
+        """Waits up to timeout_ms (None: the operations' own deadlines).
         Returns whether it completed; raises its error."""
         if not self._done:
             try:
-                if not self._native.wait(timeout_ms):
-                    return False
+                for native in self._natives:
+                    if not native.wait(timeout_ms):
+                        return False
             except RuntimeError as e:
                 with self._lock:
                     if not self._done:
-                        self._error, self._done, self._keep = e, True, None
+                        failed, self._failed = self._failed, None
+                        self._error = failed(e) if failed is not None else e
+                        self._done, self._keep = True, None
             else:
                 with self._lock:
                     if not self._done:
@@ -125,13 +141,13 @@ class PendingWork(_TorchWork):
     def wait(self, timeout=timedelta(0)):
         ms = _timeout_ms(timeout)
         if not self._settle(ms):
-            raise RuntimeError(f"meshcomm: {self._native.description} did not complete within "
-                               f"{ms} ms (the operation keeps running; wait again or destroy "
-                               "the process group)")
+            raise RuntimeError(f"meshcomm: {self._native.description}: Timed out waiting {ms} ms "
+                               "for it to complete (the operation keeps running; wait again or "
+                               "destroy the process group)")
         return True
 
     def is_completed(self):
-        if not self._done and self._native.is_completed():
+        if not self._done and all(n.is_completed() for n in self._natives):
             try:
                 self._settle(0)
             except RuntimeError:
@@ -152,8 +168,13 @@ class PendingWork(_TorchWork):
     def get_future(self):
         with self._lock:
             if self._future is None:
-                self._future = torch.futures.Future()
-                self._complete_later(self, self._future)
+                done = torch.futures.Future()
+                # Future.set_exception from Python stores the exception as the
+                # future's value, which torch's C++ side (DDP's reducer) would
+                # take for a result; an exception raised in a then() callback
+                # becomes the future's error, which C++ sees as one.
+                self._future = done.then(_unwrap)
+                self._complete_later(self, done)
             return self._future
 
     def complete_future(self, fut):

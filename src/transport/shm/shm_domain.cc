@@ -551,7 +551,7 @@ void ShmDomain::checkLiveness(const OpContext& ctx, const std::function<std::str
   checkEntries(ctx);
   checkPeers(during, needed);
   if (ctx.deadline.expired()) {
-    std::string message = during + " timed out waiting for " + awaited();
+    std::string message = timedOutMessage(during, awaited());
     failOp(wire::AbortReason::kTimeout, message, std::make_exception_ptr(Timeout(message)));
   }
 }
