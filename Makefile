@@ -52,13 +52,16 @@ test-python-tcp:
 	cd tests/python && $(TEST_DUMPS) MESHCOMM_SHM=0 $(PYTHON) -m pytest -q -p no:cacheprovider \
 	  --ignore=test_store.py --ignore=test_meshrun.py .
 
-# The torch.distributed backend (meshcomm.torch) on the venv's torch 2.x;
-# the operations and failures again over TCP (shared memory off).
+# The torch.distributed backend (meshcomm.torch) on the venv's torch 2.x,
+# with torch's own distributed tests (tests/torch/torch_suite: every test
+# gloo passes at 2 ranks, about 2 minutes); the operations, failures and
+# the quick part of torch's tests again over TCP (shared memory off).
 test-torch: venv build
 	cd tests/torch && $(CURDIR)/$(VENV_PYTHON) -m pytest -q -p no:cacheprovider \
 	  -W ignore::DeprecationWarning .
-	cd tests/torch && MESHCOMM_SHM=0 $(CURDIR)/$(VENV_PYTHON) -m pytest -q -p no:cacheprovider \
-	  -W ignore::DeprecationWarning test_ops.py test_faults.py
+	cd tests/torch && MESHCOMM_SHM=0 MESHCOMM_TORCH_SUITE=quick $(CURDIR)/$(VENV_PYTHON) -m pytest \
+	  -q -p no:cacheprovider -W ignore::DeprecationWarning test_ops.py test_faults.py \
+	  torch_suite/test_torch_suite.py
 
 # One script under real launchers: srun and sbatch on a one-node Slurm
 # cluster the tests start, mpirun, MPICH's mpiexec, torchrun (the venv's

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test-long: clang's thread-safety analysis over the whole tree,
-# sanitizer builds of the C++ suite, and bounded libFuzzer runs of the
-# store's frame decoder and the TCP transport's receive path.
+# sanitizer builds of the C++ suite, bounded libFuzzer runs of the store's
+# frame decoder and the TCP transport's receive path, and torch's own
+# distributed tests under spawn and over TCP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -65,6 +66,16 @@ if [[ $have_clang -eq 1 ]]; then
 else
   echo "clang++ not found; skipping the fuzz run"
 fi
+# torch's own distributed tests, the whole list, with ranks started as
+# torch starts them (spawn) and over TCP.
+echo "== torch's distributed tests: spawn, and over TCP =="
+make --no-print-directory venv build
+for mode in "MESHCOMM_TORCH_SUITE_START=spawn" "MESHCOMM_SHM=0"; do
+  (cd tests/torch/torch_suite && env "$mode" ../../../build/venv/bin/python -m pytest -q \
+     -p no:cacheprovider -W ignore::DeprecationWarning test_torch_suite.py) ||
+    failed+=("torch's distributed tests ($mode)")
+done
+
 # ThreadSanitizer last: the full suite is the longest step (about 45 min on
 # 2 cores).
 echo "== ThreadSanitizer =="

@@ -39,7 +39,9 @@ rank enters its namespace right after the fork and Gloo uses interface
 --iface there: several hosts emulated on one machine (bench/compare.sh
 --transport tcp).
 Collectives are called the ordinary way (blocking, async_op=False), so the
-numbers include torch's per-call Python and dispatch overhead. all_gather
+numbers include torch's per-call Python and dispatch overhead; with
+--async-op each call is issued with async_op=True and its Work waited on at
+once (what an async call costs over a blocking one). all_gather
 and reduce_scatter use the tensor forms (all_gather_into_tensor,
 reduce_scatter_tensor) when this torch's gloo backend has them, else the
 list forms; an operation the backend lacks is reported on stderr and its
@@ -113,6 +115,8 @@ def parse_args(argv):
     p.add_argument("--timeout-ms", type=at_least(1), default=60000)
     p.add_argument("--time-limit", type=at_least(1), default=900)
     p.add_argument("--backend", choices=("gloo", "meshcomm", "meshcomm-api"), default="gloo")
+    p.add_argument("--async-op", action="store_true",
+                   help="issue with async_op=True, then wait (torch backends)")
     p.add_argument("--netns", type=lambda t: t.split(","), default=None,
                    help="comma-separated network namespaces, one per rank")
     p.add_argument("--iface", default=None, help="with --netns: the interface Gloo uses")
@@ -120,6 +124,9 @@ def parse_args(argv):
     if args.netns is not None and len(args.netns) != args.nranks:
         p.error(f"--netns names {len(args.netns)} namespace(s) for {args.nranks} ranks; "
                 "give one per rank")
+    if args.async_op and args.backend == "meshcomm-api":
+        p.error("--async-op measures torch.distributed's async calls: use it with --backend "
+                "gloo or meshcomm")
     if (args.netns is None) != (args.iface is None):
         p.error("--netns and --iface go together")
     if args.minbytes > args.maxbytes:
@@ -245,10 +252,10 @@ class Rank:
         n = self.n
         src, dst = torch.ones(1), torch.zeros(n)
         if self._supported(lambda: COMM.all_gather_into_tensor(dst, src)):
-            return lambda out, inp: COMM.all_gather_into_tensor(out, inp)
+            return lambda out, inp, **kw: COMM.all_gather_into_tensor(out, inp, **kw)
         self.note(f"all_gather_into_tensor unsupported ({self.last_error}); using all_gather(list)")
         if self._supported(lambda: COMM.all_gather(list(dst.chunk(n)), src)):
-            return lambda out, inp: COMM.all_gather(list(out.chunk(n)), inp)
+            return lambda out, inp, **kw: COMM.all_gather(list(out.chunk(n)), inp, **kw)
         self.note(f"all_gather unsupported ({self.last_error})")
         return None
 
@@ -256,10 +263,10 @@ class Rank:
         n = self.n
         src, dst = torch.ones(n), torch.zeros(1)
         if self._supported(lambda: COMM.reduce_scatter_tensor(dst, src)):
-            return lambda out, inp: COMM.reduce_scatter_tensor(out, inp)
+            return lambda out, inp, **kw: COMM.reduce_scatter_tensor(out, inp, **kw)
         self.note(f"reduce_scatter_tensor unsupported ({self.last_error})")
         if self._supported(lambda: COMM.reduce_scatter(dst, list(src.chunk(n)))):
-            return lambda out, inp: COMM.reduce_scatter(out, list(inp.chunk(n)))
+            return lambda out, inp, **kw: COMM.reduce_scatter(out, list(inp.chunk(n)), **kw)
         self.note(f"reduce_scatter unsupported ({self.last_error})")
         return None
 
@@ -267,18 +274,21 @@ class Rank:
 
     def issue(self, inp, out):
         op = self.args.op
+        kw = {"async_op": True} if self.args.async_op else {}
         if op == "all_reduce":
-            COMM.all_reduce(inp)
+            work = COMM.all_reduce(inp, **kw)
         elif op == "broadcast":
-            COMM.broadcast(inp, src=0)
+            work = COMM.broadcast(inp, src=0, **kw)
         elif op == "all_gather":
-            self.all_gather(out, inp)
+            work = self.all_gather(out, inp, **kw)
         elif op == "reduce_scatter":
-            self.reduce_scatter(out, inp)
+            work = self.reduce_scatter(out, inp, **kw)
         elif op == "all_to_all":
-            COMM.all_to_all_single(out, inp)
+            work = COMM.all_to_all_single(out, inp, **kw)
         else:
-            COMM.barrier()
+            work = COMM.barrier(**kw)
+        if kw:
+            work.wait()
 
     def allocate(self, shape, slots):
         self.shape, self.slots, self.next = shape, slots, 0

@@ -33,6 +33,7 @@ import queue
 import threading
 import time
 import weakref
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -40,8 +41,10 @@ from torch._C._distributed_c10d import AllgatherOptions
 
 from .. import _meshcomm
 from ..handle import configure_wait
+from . import sparse as _sparse
 from . import tensors as _t
 from .tensors import InvalidArgumentError, Staging, check_tensor, desc, native_op
+from .monitored import monitored_barrier
 from .work import DoneWork, PendingWork
 
 __all__ = ["ProcessGroupMeshcomm", "BACKEND_NAME"]
@@ -141,6 +144,11 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         global_ranks = list(global_ranks)
         self._global_ranks = global_ranks if global_ranks != list(range(size)) else []
         self._futures = {}          # lane -> (queue, thread) completing get_future()s
+        # Set while an operation issued in steps (sparse all_reduce) has not
+        # queued its later steps: calls issued meanwhile wait for it, so
+        # every rank queues the same calls in the same order.
+        self._gate = None
+        self._monitored = 0         # monitored_barrier calls so far
         _LIVE.add(self)
 
     # ---- identity -----------------------------------------------------
@@ -277,12 +285,14 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
 
     def _start_p2p(self, result, method, args, keep, finish=None):
         """Queues one send or receive on the p2p lane; returns its pending Work."""
-        native = self._submit(method, *args)
+        native = self._issue(method, *args)
         return self._track(PendingWork((native,), result, keep, finish, self._completer("p2p"),
                                        self._failed))
 
     def _run(self, method, *args):
         """Runs one blocking submission; returns once the operation is done."""
+        if self._gate is not None:
+            self._gate.wait()
         try:
             work = method(*args, True)
         except (TypeError, ValueError) as e:
@@ -336,7 +346,42 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                 self._run(pg.all_reduce, d, code, timeout_ms)
                 return DoneWork(tensors)
         t = _one(tensors, "all_reduce")
+        if t.layout == torch.sparse_coo:
+            return self._sparse_allreduce(tensors, t, opts)
         return self._start(opts, tensors, *self._allreduce(t, opts.reduceOp, _timeout_ms(opts)))
+
+    def _sparse_allreduce(self, tensors, t, opts):
+        """A sparse COO tensor's SUM (sparse.py): a header gather, then the
+        entries' gathers, sized from the headers. With ``opts.asyncOp`` a
+        thread queues the second step once the headers arrive; calls issued
+        on this group meanwhile wait for it (the lane's order)."""
+        op = _sparse.SparseAllreduce(t, _t.op_code(opts.reduceOp), self._size, _timeout_ms(opts))
+        pg = self._group()
+        if not opts.asyncOp:
+            self._run(*_flat(op.header_call(pg)))
+            for call in op.data_calls(pg):
+                self._run(*_flat(call))
+            op.finish()
+            return DoneWork(tensors)
+        header = self._submit(*_flat(op.header_call(pg)))
+        gate = threading.Event()
+        self._gate = gate
+        later = _sparse.Later(header.description)
+
+        def queue_entries():
+            try:
+                header.wait(None)
+                later.natives = tuple(self._issue(*_flat(c)) for c in op.data_calls(pg))
+            except RuntimeError as e:
+                later.error = e
+            finally:
+                later.queued.set()
+                if self._gate is gate:
+                    self._gate = None
+                gate.set()
+        threading.Thread(target=queue_entries, name="meshcomm-sparse", daemon=True).start()
+        return self._track(PendingWork((header, later), tensors, (t, op), op.finish,
+                                       self._completer("coll"), self._failed))
 
     def _allreduce(self, t, op, timeout_ms, what="all_reduce"):
         """The calls, finish and buffers of an all_reduce of t."""
@@ -768,9 +813,13 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         return self._start(opts, [], [(self._group().barrier, (_timeout_ms(opts),))])
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        """A barrier bounded by timeout; a rank that does not arrive makes
-        every rank fail with a RuntimeError naming it."""
-        self._run(self._group().barrier, _ms(timeout))
+        """A barrier that names the ranks that do not arrive (monitored.py)."""
+        pg = self._group()  # raises once destroyed
+        self._monitored += 1
+        if timeout is None:
+            timeout = timedelta(milliseconds=pg.timeout_ms)
+        monitored_barrier(self._store, self._rank, self._size, self._monitored, timeout,
+                          wait_all_ranks)
 
     # ---- point to point (the p2p lane) ------------------------------------------
 
@@ -799,6 +848,14 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
                                stage.finisher())
 
     def _submit(self, method, *args):
+        """Queues one call of the collective lane; returns its native Work."""
+        if self._gate is not None:
+            self._gate.wait()
+        return self._issue(method, *args)
+
+    def _issue(self, method, *args):
+        """Queues one call at once (the p2p lane, or a step of an operation
+        issued in steps)."""
         try:
             return method(*args, False)
         except TypeError as e:
@@ -807,6 +864,11 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
             if isinstance(e, RuntimeError):
                 raise
             raise InvalidArgumentError(str(e)) from None
+
+
+def _flat(call):
+    method, args = call
+    return (method, *args)
 
 
 def _complete_futures(q):
