@@ -6,21 +6,8 @@ Each joins a meshcomm World of its own through the store torch hands it
 so a group needs no port or rendezvous beyond torch's, and destroying it
 releases its transport, shared memory and threads.
 
-A call torch waits on at once (``async_op=False``) runs on the calling
-thread (meshcomm's blocking submission: on an idle group the operation runs
-there, GIL released) and returns a completed Work: the shortest path from
-``dist.all_reduce`` to the wire. A call issued with ``async_op=True`` (and
-every call torch's C++ side makes, such as DDP's bucket all_reduces) is
-queued on the group's executor and returns a pending Work at once, whatever
-its size: an async call never waits for a peer. Calls on one group run in
-issue order.
-
-Point-to-point operations travel on a second meshcomm group over the same
-ranks (the "p2p lane"), so they never queue behind a collective: rank 0
-may issue an async all_reduce and then a send that rank 1 receives before
-it joins the all_reduce, as on torch's gloo. Sends and receives keep their
-issue order among themselves, and are always queued (an ``isend`` must not
-wait for its ``irecv``).
+How calls are issued (the collective and point-to-point lanes, blocking
+and async calls, Works): issuing.py.
 
 Errors: bad input raises :class:`InvalidArgumentError` (a ValueError and a
 RuntimeError) before anything is sent; a failed operation raises meshcomm's
@@ -29,7 +16,6 @@ DistTimeoutError, ...) on every rank, with meshcomm's message, naming the
 rank, the operation and the group.
 """
 
-import queue
 import threading
 import time
 import weakref
@@ -44,6 +30,7 @@ from ..handle import configure_wait
 from . import sparse as _sparse
 from . import tensors as _t
 from .tensors import InvalidArgumentError, Staging, check_tensor, desc, native_op
+from .issuing import Issuing
 from .monitored import monitored_barrier
 from .work import DoneWork, PendingWork
 
@@ -109,7 +96,7 @@ def _one(tensors, what):
     return tensors[0]
 
 
-class ProcessGroupMeshcomm(dist.ProcessGroup):
+class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
     """A torch.distributed ProcessGroup whose operations run on meshcomm.
 
     Made by torch through the registered backend "meshcomm"
@@ -238,92 +225,6 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         if p2p is None:
             self._group()  # raises: destroyed
         return p2p
-
-    def _track(self, work):
-        with self._pending_lock:
-            self._pending = [w for w in self._pending if not w._done and
-                             not w._native.is_completed()]
-            self._pending.append(work)
-        return work
-
-    def _completer(self, lane):
-        """complete_later for the Works of one lane ("coll" or "p2p"): that
-        lane's future thread completes a future when its work ends. A
-        lane's operations end in issue order, so one thread waiting on them
-        in turn completes each future as soon as it can be; the lanes have
-        a thread each, so a receive waiting for its sender never holds
-        back the future of a collective."""
-        def complete_later(work, future):
-            with self._pending_lock:
-                entry = self._futures.get(lane)
-                if entry is None:
-                    q = queue.SimpleQueue()
-                    thread = threading.Thread(target=_complete_futures, args=(q,),
-                                              name=f"meshcomm-futures-{lane}", daemon=True)
-                    thread.start()
-                    entry = self._futures[lane] = (q, thread)
-                entry[0].put((work, future))
-        return complete_later
-
-    def _start(self, opts, result, calls, finish=None, keep=()):
-        """Issues one torch call: `calls`, (method, args) pairs of the
-        collective lane run in order, then `finish` (copies staged outputs
-        back, completes AVG and the bitwise reductions) once all succeeded.
-
-        With ``opts.asyncOp`` every call is queued and a pending Work holding
-        `keep` (every buffer the calls use) returns at once; otherwise they
-        run on this thread and a completed Work returns."""
-        if opts.asyncOp:
-            natives = tuple(self._submit(method, *args) for method, args in calls)
-            return self._track(PendingWork(natives, result, keep, finish,
-                                           self._completer("coll"), self._failed))
-        for method, args in calls:
-            self._run(method, *args)
-        if finish is not None:
-            finish()
-        return DoneWork(result)
-
-    def _start_p2p(self, result, method, args, keep, finish=None):
-        """Queues one send or receive on the p2p lane; returns its pending Work."""
-        native = self._issue(method, *args)
-        return self._track(PendingWork((native,), result, keep, finish, self._completer("p2p"),
-                                       self._failed))
-
-    def _run(self, method, *args):
-        """Runs one blocking submission; returns once the operation is done."""
-        if self._gate is not None:
-            self._gate.wait()
-        try:
-            work = method(*args, True)
-        except (TypeError, ValueError) as e:
-            if isinstance(e, RuntimeError):
-                raise
-            if isinstance(e, TypeError):
-                raise _t.InvalidTypeError(str(e)) from None
-            raise InvalidArgumentError(str(e)) from None
-        except RuntimeError as e:
-            raise self._failed(e) from None
-        try:
-            work.wait()  # raises the operation's error; waits only if it was queued
-        except RuntimeError as e:
-            raise self._failed(e) from None
-        return work
-
-    def _failed(self, error):
-        """The error of a failed operation, naming the torch group too
-        (meshcomm's own name for it is the same in every group: each torch
-        group is a meshcomm job of its own). The group is broken now."""
-        self._broken = True
-        if self._torch_group_name and type(error).__module__.startswith("meshcomm"):
-            where = f"torch.distributed group '{self._torch_group_name}'"
-            if self._global_ranks:
-                where += (f", whose ranks 0-{self._size - 1} are global ranks "
-                          f"{', '.join(map(str, self._global_ranks))}")
-            try:
-                return type(error)(f"{error} ({where})")
-            except TypeError:
-                pass
-        return error
 
     # ---- all_reduce ---------------------------------------------------
 
@@ -847,37 +748,9 @@ class ProcessGroupMeshcomm(dist.ProcessGroup):
         return self._start_p2p(tensors, pg.recv_any_source, (desc(buf), tag, 0), (t, buf),
                                stage.finisher())
 
-    def _submit(self, method, *args):
-        """Queues one call of the collective lane; returns its native Work."""
-        if self._gate is not None:
-            self._gate.wait()
-        return self._issue(method, *args)
-
-    def _issue(self, method, *args):
-        """Queues one call at once (the p2p lane, or a step of an operation
-        issued in steps)."""
-        try:
-            return method(*args, False)
-        except TypeError as e:
-            raise _t.InvalidTypeError(str(e)) from None
-        except ValueError as e:
-            if isinstance(e, RuntimeError):
-                raise
-            raise InvalidArgumentError(str(e)) from None
-
-
 def _flat(call):
     method, args = call
     return (method, *args)
-
-
-def _complete_futures(q):
-    while True:
-        item = q.get()
-        if item is None:
-            return
-        work, future = item
-        work.complete_future(future)
 
 
 def create(options, _backend_options=None):
