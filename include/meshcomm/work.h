@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -29,8 +30,15 @@ class MESHCOMM_API Work {
   // Waits for completion and rethrows the error that ended the operation,
   // if any. With a timeout, returns false if it passed first (the operation
   // keeps running; wait again later). Throws on error even after a
-  // previous wait() observed it.
+  // previous wait() observed it. Without a timeout it first runs the
+  // operation itself when it can (runHereIfQueued()).
   bool wait(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
+  // When the operation is still queued and its group's executor is idle,
+  // runs it (and any queued ahead of it, in order) on the calling thread,
+  // which would otherwise sleep while the executor's thread woke up to run
+  // it; returns whether it did. Afterwards the operation may have finished
+  // (a collective) or have requests in flight (point to point).
+  bool runHereIfQueued();
 
   bool isCompleted() const;
   // Whether the operation ended with an error (only meaningful once completed).
@@ -60,6 +68,10 @@ class MESHCOMM_API Work {
   std::atomic<bool> done_{false};
   std::exception_ptr error_;  // written under mu_; read once done_ is true
   int sourceRank_ = -1;       // as error_
+  // Set once by the executor that queues the Work, before anyone else sees
+  // it; runs it on the calling thread if it can (runHereIfQueued()).
+  std::function<bool()> runHere_;
+  friend class Executor;
 };
 
 }  // namespace meshcomm

@@ -49,10 +49,21 @@ constexpr auto kHeldSpin = std::chrono::microseconds(20);
 // Waits for work, GIL released, in slices with signal checks in between.
 // Returns false if timeoutMs (none: no limit) passed first; throws the
 // operation's error, or error_already_set when a signal handler raised.
-bool waitInterruptibly(Work& work, std::optional<int64_t> timeoutMs) {
+// With runHere and no timeout, first runs the operation on this thread if
+// it is still queued on an idle group (Work::runHereIfQueued()); a Ctrl-C
+// then interrupts the operation, as it does a blocking call's.
+bool waitInterruptibly(Work& work, std::optional<int64_t> timeoutMs, bool runHere) {
   // A completed operation (every blocking submission, and short ones that
   // finished while Python prepared the wait) needs no GIL round trip.
   if (work.isCompleted()) return work.wait(std::chrono::milliseconds(0));
+  if (runHere && !timeoutMs) {
+    bool ran;
+    {
+      py::gil_scoped_release release;
+      ran = work.runHereIfQueued();
+    }
+    if (ran && work.isCompleted()) return work.wait(std::chrono::milliseconds(0));
+  }
   const auto start = Clock::now();
   const std::optional<Clock::time_point> deadline =
       timeoutMs ? std::optional<Clock::time_point>(start + std::chrono::milliseconds(*timeoutMs))
@@ -97,11 +108,16 @@ void initWork(py::module_& m) {
       m, "Work", "Handle of one operation queued on a process group (see meshcomm/work.h).")
       .def(
           "wait",
-          [](Work& w, std::optional<int64_t> timeoutMs) { return waitInterruptibly(w, timeoutMs); },
-          py::arg("timeout_ms") = py::none(),
+          [](Work& w, std::optional<int64_t> timeoutMs, bool runHere) {
+            return waitInterruptibly(w, timeoutMs, runHere);
+          },
+          py::arg("timeout_ms") = py::none(), py::arg("run_here") = false,
           "Wait for completion (None: no limit of its own; the operation's deadline still "
           "applies). Returns False if timeout_ms passed first; raises the operation's error. "
-          "Ctrl-C interrupts the wait (not the operation) within about 50 ms.")
+          "Ctrl-C interrupts the wait (not the operation) within about 50 ms. run_here=True "
+          "with no timeout: if the operation is still queued on an idle group, run it on this "
+          "thread first (saves the hand-off to the group's thread; Ctrl-C then interrupts "
+          "the operation, as it does a blocking call).")
       .def("is_completed", &Work::isCompleted)
       .def("failed", &Work::failed)
       .def(

@@ -16,12 +16,19 @@ constexpr auto kBackgroundSlice = std::chrono::milliseconds(50);
 Executor::Executor(std::string groupName, Transport& transport)
     : groupName_(std::move(groupName)),
       transport_(transport),
-      wakeFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+      wakeFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      runHere_(std::make_shared<RunHere>()) {
   MESHCOMM_CHECK(wakeFd_.valid(), "eventfd failed");
+  runHere_->executor = this;
   thread_ = std::thread([this] { loop(); });
 }
 
 Executor::~Executor() {
+  {
+    std::unique_lock<std::mutex> lock(runHere_->mu);
+    runHere_->idle.wait(lock, [&] { return runHere_->active == 0; });
+    runHere_->executor = nullptr;
+  }
   {
     MutexLock lock(mu_);
     state_.fetch_or(kClosing);
@@ -143,16 +150,67 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
     endInline();
     return work;
   }
+  work->runHere_ = [runHere = runHere_, target = work.get()] {
+    {
+      std::lock_guard<std::mutex> lock(runHere->mu);
+      if (runHere->executor == nullptr) return false;
+      ++runHere->active;
+    }
+    const bool ran = runHere->executor->runQueuedUpTo(target);
+    std::lock_guard<std::mutex> lock(runHere->mu);
+    if (--runHere->active == 0) runHere->idle.notify_all();
+    return ran;
+  };
   MutexLock lock(mu_);
   queue_.push_back(Task{work, std::move(body)});
-  state_.fetch_or(kQueued);
+  const uint32_t prior = state_.fetch_or(kQueued);
   lock.unlock();
-  wake();
+  if ((prior & kInFlight) != 0) {
+    wake();  // background progress may sleep in the transport: interrupt it
+  } else {
+    // The thread sleeps on cv_ (or runs a task, and looks at the queue
+    // next): the eventfd and the transport's wake-up are two system calls
+    // this common case does without.
+    cv_.notifyAll();
+  }
   // A thread that can be interrupted waits on the Work itself, so that an
   // interrupt ends its wait without abandoning the operations queued ahead
   // of this one (meshcomm/interrupt.h).
   if (blocking && !interruptCheckInstalled()) work->wait();
   return work;
+}
+
+bool Executor::runQueuedUpTo(const Work* target) {
+  for (;;) {
+    Task task;
+    uint32_t prior = 0;
+    {
+      MutexLock lock(mu_);
+      bool queued = false;
+      for (const Task& t : queue_) queued = queued || t.work.get() == target;
+      prior = state_.load();
+      if (!queued || (prior & (kRunning | kStop)) != 0) return false;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      // As loop() claims a task: one step, with kQueued cleared if the
+      // queue emptied, so no blocking caller finds the state idle between.
+      while (!state_.compare_exchange_weak(
+          prior, (prior | kRunning) & (queue_.empty() ? ~kQueued : ~0u))) {
+      }
+    }
+    // Background progress may hold the engine; ask it to hand over.
+    if ((prior & kInFlight) != 0) wake();
+    {
+      MutexLock engine(engineMu_);
+      setThreadAbortToken(&abortToken_);
+      run(task);
+      reapInFlight();
+      noteBroken();
+      setThreadAbortToken(nullptr);
+    }
+    releaseRunning();
+    if (task.work.get() == target) return true;
+  }
 }
 
 namespace {

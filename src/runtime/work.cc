@@ -9,6 +9,7 @@ bool Work::wait(std::chrono::milliseconds timeout) {
     if (error_) std::rethrow_exception(error_);
     return true;
   }
+  if (timeout == std::chrono::milliseconds::max()) runHereIfQueued();
   std::unique_lock<std::mutex> lock(mu_);
   if (timeout == std::chrono::milliseconds::max()) {
     cv_.wait(lock, [&] { return done_.load(); });
@@ -17,6 +18,10 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   }
   if (error_) std::rethrow_exception(error_);
   return true;
+}
+
+bool Work::runHereIfQueued() {
+  return runHere_ && !done_.load(std::memory_order_acquire) && runHere_();
 }
 
 bool Work::isCompleted() const { return done_.load(std::memory_order_acquire); }

@@ -156,6 +156,54 @@ TEST_F(ExecutorTest, BlockingCallBehindEarlierWorkWaitsItsTurn) {
   EXPECT_NE(ranOn, caller);
 }
 
+// A thread about to wait for a queued operation runs it itself when no
+// other thread is running one (Work::runHereIfQueued(), which an unbounded
+// wait() calls first), together with any queued ahead of it, in issue
+// order; while another operation runs, it leaves the queue alone.
+TEST_F(ExecutorTest, AWaiterRunsItsQueuedOperationWhenTheExecutorIsIdle) {
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  std::atomic<bool> started{false};
+  auto busy = executor_->submit("busy", finished([&] {
+    started = true;
+    opened.wait_for(10s);
+  }), false);
+  while (!started) std::this_thread::sleep_for(1ms);
+  auto behind = executor_->submit("behind", finished([] {}), false);
+  EXPECT_FALSE(behind->runHereIfQueued());
+  EXPECT_FALSE(behind->isCompleted());
+  gate.set_value();
+  EXPECT_TRUE(behind->wait(5s));
+
+  // The executor's thread may take an operation first (then the waiter
+  // does not run it); over many tries the waiter runs some itself.
+  int ranHere = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::mutex mu;
+    std::vector<std::string> order;
+    std::thread::id lastOn;
+    auto record = [&](const char* name) {
+      return finished([&, name] {
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(name);
+        lastOn = std::this_thread::get_id();
+      });
+    };
+    auto a = executor_->submit("a", record("a"), false);
+    auto b = executor_->submit("b", record("b"), false);
+    const bool ran = b->runHereIfQueued();
+    ASSERT_TRUE(b->wait(5s));
+    ASSERT_TRUE(a->isCompleted());
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(order, (std::vector<std::string>{"a", "b"}));
+    if (ran) {
+      EXPECT_EQ(lastOn, std::this_thread::get_id());
+      ++ranHere;
+    }
+  }
+  EXPECT_GT(ranHere, 0);
+}
+
 // Four threads issue operations concurrently; the order in which the
 // executor runs them is the order they were issued in (here fixed by a
 // lock around each submit), and no two ever overlap.

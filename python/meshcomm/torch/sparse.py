@@ -105,12 +105,12 @@ class Later:
         self.error = None
         self.queued = threading.Event()
 
-    def wait(self, timeout_ms=None):
+    def wait(self, timeout_ms=None, run_here=False):
         if not self.queued.wait(None if timeout_ms is None else timeout_ms / 1000):
             return False
         if self.error is not None:
             raise self.error
-        return all(native.wait(timeout_ms) for native in self.natives)
+        return all(native.wait(timeout_ms, run_here) for native in self.natives)
 
     def is_completed(self):
         return self.queued.is_set() and all(n.is_completed() for n in self.natives)

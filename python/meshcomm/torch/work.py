@@ -116,7 +116,10 @@ class PendingWork(_TorchWork):
         if not self._done:
             try:
                 for native in self._natives:
-                    if not native.wait(timeout_ms):
+                    # Unbounded, the wait runs a still-queued operation on
+                    # this thread (as torch's own backends block in wait()).
+                    if not (native.wait(timeout_ms, True) if timeout_ms is None else
+                            native.wait(timeout_ms)):
                         return False
             except RuntimeError as e:
                 with self._lock:
