@@ -115,7 +115,6 @@ class Issuing:
                 pass
         return error
 
-
     def _submit(self, method, *args):
         """Queues one call of the collective lane; returns its native Work."""
         if self._gate is not None:

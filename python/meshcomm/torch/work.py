@@ -185,7 +185,7 @@ class PendingWork(_TorchWork):
         error (on the group's future thread)."""
         try:
             self._settle(None)
-        except RuntimeError as e:
+        except Exception as e:  # noqa: BLE001 - every error goes to the future's waiters
             fut.set_exception(e)
         else:
             fut.set_result(self._result)
