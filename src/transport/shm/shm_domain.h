@@ -64,7 +64,9 @@ struct ShmDomainOptions {
   size_t slotBytes = 0;         // per rank and round buffer
   size_t chunkBytes = 0;        // what most collectives use of a slot (at most slotBytes)
   size_t ringBytes = 0;         // per ordered pair of ranks (point-to-point)
-  // Spin (pause) this long before yielding; yield this long before sleeping.
+  // Spin (pause) this long before yielding; yield this long before sleeping
+  // (or less: a yield that kept the thread off its core for a time slice
+  // sends it to sleep at once).
   std::chrono::microseconds spin{50};
   std::chrono::microseconds yield{1000};
   std::shared_ptr<PeerMonitor> monitor;  // may be null (tests)
@@ -202,6 +204,9 @@ class ShmDomain {
   uint64_t round_ = 0;        // the last round this rank started
   uint32_t history_ = 0;      // digest of the signatures of every operation begun
   uint64_t allReached_ = 0;   // every local rank is known to have published this round
+  // Until when waits sleep without yielding first: a yield found other
+  // processes taking the core (see waitSlow).
+  Deadline::Clock::time_point noYieldUntil_{};
   uint64_t entrySeq_ = 0;     // the call this rank announced last, + 1 (0: none)
   MessageSignature entrySig_;
   Deadline::Clock::time_point nextStoreCheck_{};
