@@ -180,6 +180,30 @@ std::shared_ptr<Work> Executor::submit(std::string description, Body body, bool 
   return work;
 }
 
+uint32_t Executor::claimFront(Task& task) {
+  task = std::move(queue_.front());
+  queue_.pop_front();
+  // One step, so that no blocking caller finds the state idle between the
+  // queue emptying and this thread claiming it.
+  uint32_t prior = state_.load();
+  while (!state_.compare_exchange_weak(prior,
+                                       (prior | kRunning) & (queue_.empty() ? ~kQueued : ~0u))) {
+  }
+  return prior;
+}
+
+void Executor::runClaimed(Task& task) {
+  {
+    MutexLock engine(engineMu_);
+    setThreadAbortToken(&abortToken_);
+    run(task);
+    reapInFlight();
+    noteBroken();
+    setThreadAbortToken(nullptr);
+  }
+  releaseRunning();
+}
+
 bool Executor::runQueuedUpTo(const Work* target) {
   for (;;) {
     Task task;
@@ -188,27 +212,12 @@ bool Executor::runQueuedUpTo(const Work* target) {
       MutexLock lock(mu_);
       bool queued = false;
       for (const Task& t : queue_) queued = queued || t.work.get() == target;
-      prior = state_.load();
-      if (!queued || (prior & (kRunning | kStop)) != 0) return false;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      // As loop() claims a task: one step, with kQueued cleared if the
-      // queue emptied, so no blocking caller finds the state idle between.
-      while (!state_.compare_exchange_weak(
-          prior, (prior | kRunning) & (queue_.empty() ? ~kQueued : ~0u))) {
-      }
+      if (!queued || (state_.load() & (kRunning | kStop)) != 0) return false;
+      prior = claimFront(task);
     }
     // Background progress may hold the engine; ask it to hand over.
     if ((prior & kInFlight) != 0) wake();
-    {
-      MutexLock engine(engineMu_);
-      setThreadAbortToken(&abortToken_);
-      run(task);
-      reapInFlight();
-      noteBroken();
-      setThreadAbortToken(nullptr);
-    }
-    releaseRunning();
+    runClaimed(task);
     if (task.work.get() == target) return true;
   }
 }
@@ -293,24 +302,11 @@ void Executor::loop() {
     }
     if ((state_.load() & kStop) != 0) return;
     if (!queue_.empty()) {
-      Task task = std::move(queue_.front());
-      queue_.pop_front();
-      // One step, so that no blocking caller finds the state idle between
-      // the queue emptying and this thread claiming it. kQueued was set,
-      // so no caller can have claimed kRunning first.
-      uint32_t s = state_.load();
-      while (!state_.compare_exchange_weak(s, (s | kRunning) & (queue_.empty() ? ~kQueued : ~0u))) {
-      }
+      // kQueued was set, so no caller can have claimed kRunning first.
+      Task task;
+      claimFront(task);
       lock.unlock();
-      {
-        MutexLock engine(engineMu_);
-        setThreadAbortToken(&abortToken_);
-        run(task);
-        reapInFlight();
-        noteBroken();
-        setThreadAbortToken(nullptr);
-      }
-      releaseRunning();
+      runClaimed(task);
       continue;
     }
     // Only in-flight point-to-point requests: move them along until they

@@ -124,6 +124,11 @@ class Executor {
   };
 
   void loop() EXCLUDES(mu_, engineMu_);
+  // Pops the front task (the queue is not empty) and claims kRunning for
+  // it; returns the state it found.
+  uint32_t claimFront(Task& task) REQUIRES(mu_);
+  // Runs a claimed task holding the engine lock, reaps, releases kRunning.
+  void runClaimed(Task& task) EXCLUDES(mu_, engineMu_);
   // Runs one task. The caller reaps afterwards.
   void run(Task& task) REQUIRES(engineMu_) EXCLUDES(mu_);
   // Completes in-flight works whose requests are done (or all of them,
