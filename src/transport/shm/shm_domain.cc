@@ -533,12 +533,18 @@ void ShmDomain::checkPeers(const std::string& during, const Needed& needed) {
   for (int i = 0; i < localSize(); ++i) {
     if (i == options_.localRank || !needed(i)) continue;
     int32_t pid = members[i].pid.load(std::memory_order_acquire);
-    if (members[i].departed.load(std::memory_order_acquire) != 0) {
+    const bool departed = members[i].departed.load(std::memory_order_acquire) != 0;
+    if (!departed && processAlive(pid)) continue;
+    // A rank that failed an operation raised the abort line before it left
+    // or died; this rank's waits may have last looked at the line before
+    // that. Its reason (a mismatch, say) is the group's error, not its
+    // departure, so every rank reports the same one.
+    throwIfAborted();
+    if (departed) {
       std::string message = during + ": " + describeRank(i) + " left the group (it destroyed "
                             "the group or left the job: destroy_process_group or exit)";
       failOp(wire::AbortReason::kPeerLost, message, std::make_exception_ptr(PeerLost(message)));
     }
-    if (processAlive(pid)) continue;
     std::string how = options_.monitor
                           ? options_.monitor->howGone(options_.worldRanks[static_cast<size_t>(i)])
                           : "exited or was killed";
