@@ -15,7 +15,7 @@ TEST_DUMPS = MESHCOMM_DUMP_DIR=$(CURDIR)/$(BUILD)/test-dumps
 VENV ?= $(BUILD)/venv
 VENV_PYTHON := $(VENV)/bin/python
 
-.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-torch test-launchers test-long demo install fuzz clean
+.PHONY: all deps venv configure build test test-cpp test-python test-python-tcp test-torch test-launchers test-packaging test-long demo install wheel fuzz clean
 
 all: build
 
@@ -37,7 +37,8 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build
-	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp test-torch test-launchers
+	$(MAKE) --no-print-directory test-cpp test-python test-python-tcp test-torch test-launchers \
+	  test-packaging
 
 test-cpp:
 	$(TEST_DUMPS) $(BUILD)/bin/meshcomm_tests --gtest_brief=1
@@ -69,6 +70,14 @@ test-torch: venv build
 test-launchers: venv
 	cd tests/launchers && $(PYTHON) -m pytest -q -p no:cacheprovider .
 
+# meshcomm as users install it: the wheel pip builds from this tree, installed
+# into a fresh venv and used under meshrun, mpirun, srun and torchrun (about
+# 5 minutes, most of it compiling); the C++ package from `cmake --install`,
+# built against through CMake and pkg-config.
+test-packaging: build
+	cd tests/packaging && MESHCOMM_BUILD_DIR=$(CURDIR)/$(BUILD) $(PYTHON) -m pytest -q \
+	  -p no:cacheprovider .
+
 # Sanitizer builds, long sweeps and soaks: run before resolving an issue.
 test-long: deps
 	bash scripts/test-long.sh
@@ -78,6 +87,10 @@ demo: deps build
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Python wheel into $(BUILD)/dist (pip install . installs the same).
+wheel: deps
+	$(PYTHON) -m pip wheel --no-deps -w $(BUILD)/dist --config-settings=build-dir=$(BUILD)/wheel-build .
 
 # libFuzzer targets (clang): the store's frame decoder and the TCP
 # transport's receive path, each run for FUZZ_SECONDS (default 60).

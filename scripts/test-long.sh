@@ -2,7 +2,8 @@
 # make test-long: clang's thread-safety analysis over the whole tree,
 # sanitizer builds of the C++ suite, bounded libFuzzer runs of the store's
 # frame decoder and the TCP transport's receive path, and torch's own
-# distributed tests under spawn and over TCP.
+# distributed tests under spawn and over TCP, and the wheel built from an
+# sdist.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -75,6 +76,12 @@ for mode in "MESHCOMM_TORCH_SUITE_START=spawn" "MESHCOMM_SHM=0"; do
      -p no:cacheprovider -W ignore::DeprecationWarning test_torch_suite.py) ||
     failed+=("torch's distributed tests ($mode)")
 done
+
+# The wheel again, built from an sdist of this tree (python -m build
+# --sdist, then pip wheel of the tarball: a full compile in a fresh build).
+echo "== the wheel, from an sdist =="
+(cd tests/packaging && MESHCOMM_PACKAGE_FROM=sdist "$PYTHON" -m pytest -q -p no:cacheprovider \
+   test_wheel.py) || failed+=("the wheel from an sdist")
 
 # ThreadSanitizer last: the full suite is the longest step (about 45 min on
 # 2 cores).

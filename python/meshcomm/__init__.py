@@ -10,6 +10,7 @@ any DLPack / buffer-protocol object; see :mod:`meshcomm._tensor`.
 """
 
 from . import _errors
+from ._meshcomm import __version__
 from ._errors import (
     DistAbortedError,
     DistError,

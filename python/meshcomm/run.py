@@ -590,6 +590,10 @@ class _Job:
             env["MESHCOMM_STORE_HOSTED"] = "launcher"
         else:
             env.pop("MESHCOMM_STORE_HOSTED", None)
+        # The torch backend moves torch's rendezvous off MASTER_PORT once per
+        # job (meshcomm/torch/launch_env.py); a mark inherited from an outer
+        # job must not stop it.
+        env.pop("MESHCOMM_TORCH_MASTER_PORT", None)
         if _package_off_the_default_path():
             env["PYTHONPATH"] = _python_path_with_this_package(env.get("PYTHONPATH", ""))
         return env

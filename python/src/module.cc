@@ -8,6 +8,7 @@
 
 PYBIND11_MODULE(_meshcomm, m) {
   m.doc() = "meshcomm native core (use the meshcomm package, not this module)";
+  m.attr("__version__") = MESHCOMM_VERSION;  // CMake's project version
   meshcomm::python::initErrors(m);
   meshcomm::python::initStore(m);
   meshcomm::python::initPythonStore(m);

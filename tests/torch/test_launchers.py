@@ -54,3 +54,16 @@ def test_launcher_variables_become_torchs():
     assert (env["RANK"], env["MASTER_ADDR"]) == ("2", "gpu07")
     assert first_slurm_host("node3,node4") == "node3"
     assert first_slurm_host("n[1,5-7]") == "n1"
+
+
+def test_meshrun_port_moves_once():
+    # Under meshrun, torch's rendezvous moves to MASTER_PORT + 1: once, however
+    # often the variables are exported (at torch's start and at import) and in
+    # the workers' own children, which inherit the moved port.
+    env = {"MESHCOMM_LAUNCHER": "meshrun", "MASTER_PORT": "29500"}
+    export_launcher_env(env)
+    export_launcher_env(env)
+    assert env["MASTER_PORT"] == "29501"
+    child = dict(env)
+    export_launcher_env(child)
+    assert child["MASTER_PORT"] == "29501"

@@ -11,12 +11,22 @@ are never changed, with one exception: under meshrun, MASTER_PORT is where
 meshrun itself serves the job's meshcomm store (so the store outlives every
 worker), and torch's env:// rank 0 would fail to listen there; torch's
 rendezvous then uses the next port, MASTER_PORT + 1, on every rank alike.
+The shift is made once per job: it is marked in the environment, so a
+second call (the installed wheel calls this when torch starts, and again
+when meshcomm.torch is imported) or a worker's own child process does not
+move the port again.
+
+Standard library only: _meshcomm_autoload loads this file when torch starts,
+without importing the meshcomm package.
 """
 
 import os
 import re
 
 __all__ = ["export_launcher_env"]
+
+# Holds the MASTER_PORT this module moved to, once it has (see above).
+_SHIFTED = "MESHCOMM_TORCH_MASTER_PORT"
 
 # (rank, world size, local rank, local world size) per launcher, in the
 # order meshcomm's own API looks for them.
@@ -55,5 +65,7 @@ def export_launcher_env(environ=None):
         host = first_slurm_host(environ["SLURM_JOB_NODELIST"])
         if host:
             environ["MASTER_ADDR"] = host
-    if environ.get("MESHCOMM_LAUNCHER") == "meshrun" and environ.get("MASTER_PORT", "").isdigit():
+    if (environ.get("MESHCOMM_LAUNCHER") == "meshrun" and environ.get("MASTER_PORT", "").isdigit()
+            and environ.get(_SHIFTED) != environ["MASTER_PORT"]):
         environ["MASTER_PORT"] = str(int(environ["MASTER_PORT"]) + 1)
+        environ[_SHIFTED] = environ["MASTER_PORT"]
