@@ -574,6 +574,9 @@ class _Job:
         env.update({
             "MASTER_ADDR": opts.master_addr,
             "MASTER_PORT": str(self.port),
+            # meshcomm's store, whatever becomes of MASTER_PORT: the torch
+            # backend moves torch's rendezvous to MASTER_PORT + 1.
+            "MESHCOMM_STORE_PORT": str(self.port),
             "RANK": str(worker.rank),
             "WORLD_SIZE": str(self.world_size),
             "LOCAL_RANK": str(worker.local_rank),

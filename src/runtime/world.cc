@@ -371,7 +371,16 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
         auto nodes = envString("SLURM_JOB_NODELIST");
         if (nodes && !nodes->empty()) addr = firstSlurmHost(*nodes);
       }
-      std::optional<int64_t> port = envInt("MASTER_PORT");
+      // meshrun also names its store's port apart: under meshrun, torch's
+      // env:// rendezvous moves MASTER_PORT to the next port (the torch
+      // backend does so at `import torch` when meshcomm's wheel is
+      // installed), while meshcomm's store stays where meshrun serves it.
+      const char* portVariable = "MESHCOMM_STORE_PORT";
+      std::optional<int64_t> port = envInt(portVariable);
+      if (!port) {
+        portVariable = "MASTER_PORT";
+        port = envInt(portVariable);
+      }
       if (!port && envString("SLURM_JOB_NODELIST")) port = slurmDerivedPort();
       if (!addr || addr->empty() || !port) {
         throw InvalidArgument(
@@ -379,7 +388,8 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
             "hosts the store); meshrun and torchrun set them");
       }
       if (*port <= 0 || *port > 65535) {
-        throw InvalidArgument("MASTER_PORT=" + std::to_string(*port) + " is not a valid port");
+        throw InvalidArgument(std::string(portVariable) + "=" + std::to_string(*port) +
+                              " is not a valid port");
       }
       storeHost = *addr;
       storePort = static_cast<uint16_t>(*port);

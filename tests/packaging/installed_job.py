@@ -1,5 +1,5 @@
-"""The job the installed wheel runs under each launcher: it joins from the
-launcher's variables alone, all_reduces, writes its flight recorder, and
+"""The job the installed wheel runs under each launcher: it imports torch,
+joins from the launcher's variables alone, all_reduces, writes its flight recorder, and
 reports to <out>/rank_<R>.json which meshcomm it imported (the test checks
 that it is the venv's, not a build tree's).
 
@@ -11,6 +11,11 @@ import os
 import sys
 
 import numpy as np
+# torch first, as scripts that use torch tensors with meshcomm's API do: the
+# wheel's hook runs at `import torch`, and under meshrun it moves
+# MASTER_PORT for torch's own rendezvous; meshcomm must still find
+# meshrun's store.
+import torch  # noqa: F401
 
 import meshcomm
 

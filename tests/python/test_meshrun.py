@@ -38,7 +38,7 @@ START_TIMEOUT = 30.0
 
 ENV_KEYS = ["MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
             "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MESHCOMM_LAUNCHER",
-            "MESHCOMM_JOB_ID", "PYTHONUNBUFFERED", "MESHCOMM_TEST_KEEP"]
+            "MESHCOMM_JOB_ID", "MESHCOMM_STORE_PORT", "PYTHONUNBUFFERED", "MESHCOMM_TEST_KEEP"]
 
 # Prepended to worker scripts: note(name, value) publishes a value to the
 # test through a file in the directory given as the script's first argument.
@@ -174,6 +174,9 @@ def test_env_per_rank(tmp_path):
     ports = {e["MASTER_PORT"] for e in envs.values()}
     job_ids = {e["MESHCOMM_JOB_ID"] for e in envs.values()}
     assert len(ports) == 1 and 1 <= int(ports.pop()) <= 65535
+    # meshcomm's store port, named apart from MASTER_PORT (which the torch
+    # backend moves): the same port as meshrun hands out.
+    assert {e["MESHCOMM_STORE_PORT"] for e in envs.values()} == {e["MASTER_PORT"] for e in envs.values()}
     assert len(job_ids) == 1 and re.fullmatch(r"[0-9a-f]{32}", job_ids.pop())
     for rank, e in envs.items():
         assert e["RANK"] == str(rank)

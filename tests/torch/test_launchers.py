@@ -33,6 +33,11 @@ def test_meshrun():
     _run([sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "2", JOB])
 
 
+def test_meshrun_torch_backend_and_meshcomm_api_in_one_script():
+    _run([sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "2",
+          os.path.join(HERE, "both_apis_job.py")])
+
+
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
 def test_mpirun():
     cmd = ["mpirun", "--oversubscribe", "-np", "2", "-x", "MASTER_ADDR=127.0.0.1",

@@ -10,7 +10,9 @@ they are unset; MASTER_PORT is the user's to export. Variables already set
 are never changed, with one exception: under meshrun, MASTER_PORT is where
 meshrun itself serves the job's meshcomm store (so the store outlives every
 worker), and torch's env:// rank 0 would fail to listen there; torch's
-rendezvous then uses the next port, MASTER_PORT + 1, on every rank alike.
+rendezvous then uses the next port, MASTER_PORT + 1, on every rank alike
+(meshcomm's own API finds meshrun's store through MESHCOMM_STORE_PORT, so a
+script that uses both is unaffected).
 The shift is made once per job: it is marked in the environment, so a
 second call (the installed wheel calls this when torch starts, and again
 when meshcomm.torch is imported) or a worker's own child process does not
