@@ -741,10 +741,12 @@ class _Job:
             [(w.rank, w.pid) for w in self.workers if w.proc is not None and w.status is None],
             self.dump_dir)
 
-    def report_diagnosis(self, notes):
-        lines = _job_dumps.summary(self.dump_dir, notes, self.opts.nnodes > 1)
-        if lines:
-            _say("\n".join(lines))
+    def diagnose(self, notes):
+        """The diagnosis of the dumps just written, as lines to report. Read
+        before the workers are stopped: a worker that sees a peer stop first
+        fails and dumps again, and the diagnosis must show where the job
+        stood when it was asked, not what stopping it did."""
+        return _job_dumps.summary(self.dump_dir, notes, self.opts.nnodes > 1)
 
     def report(self, worker):
         how = worker.describe_status()
@@ -766,7 +768,7 @@ class _Job:
 def _run_attempt(opts, port, job_id, restart_count, signals, hosted_store=False):
     """Runs one attempt. Returns (exit code, whether a worker failed)."""
     job = _Job(opts, port, job_id, restart_count, signals, hosted_store)
-    notes = None  # set once the workers were asked for their flight recorders
+    diagnosis = None  # set once the workers were asked for their flight recorders
     try:
         code = job.start()
         failed = None
@@ -783,7 +785,7 @@ def _run_attempt(opts, port, job_id, restart_count, signals, hosted_store=False)
         elif job.timed_out:
             _say(f"--timeout of {opts.timeout:g} s reached; stopping the workers")
         if failed is not None or signals or job.timed_out:
-            notes = job.request_dumps()
+            diagnosis = job.diagnose(job.request_dumps())
     finally:
         # Whatever happened above (even an exception in meshrun itself), the
         # workers do not outlive meshrun.
@@ -792,8 +794,8 @@ def _run_attempt(opts, port, job_id, restart_count, signals, hosted_store=False)
         job.remove_shm()
     if failed is not None and not signals:
         job.report(failed)
-    if notes is not None:
-        job.report_diagnosis(notes)
+    if diagnosis:
+        _say("\n".join(diagnosis))
     if signals:
         return 128 + signals[0], False
     if code is not None:
