@@ -32,8 +32,9 @@ does ``--timeout``.
 Before it stops the workers, meshrun sends SIGUSR1 to those still running,
 which makes each write its flight recorder (``rank_R.jsonl`` in
 MESHCOMM_DUMP_DIR: ``--log-dir``, or a directory of the job's under /tmp),
-and after their output it prints what ``meshcomm-diagnose`` finds there:
-which rank is stuck, in which operation, since when. That default folder
+reads them before it stops the workers, and after their output it prints
+what ``meshcomm-diagnose`` finds there: which rank is stuck, in which
+operation, since when. That default folder
 (not one the user names) is removed when every worker exits 0, unless
 ``--keep-dumps`` (docs/errors.md, "How long dumps are kept").
 
