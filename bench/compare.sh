@@ -4,6 +4,12 @@
 # host, and writes every row to one CSV, then a markdown report and plots.
 #
 # usage: bench/compare.sh [options]
+#        bench/compare.sh --per-cell [percell options]
+#   --per-cell          (first argument only) the per-cell comparison
+#                       instead: every library run back to back per (transport,
+#                       op, ranks, size) in rotating rounds, with a verdict per
+#                       cell against the best peer; the remaining arguments go
+#                       to bench/percell.py (see its --help)
 #   --nranks "2 4 8"    process counts (default "2 4 8")
 #   --ops "OPS"         any of all_reduce broadcast all_gather reduce_scatter
 #                       all_to_all barrier (default: all six)
@@ -82,6 +88,10 @@ die() { echo "compare.sh: $*" >&2; exit 2; }
 say() { echo "compare.sh: $*" >&2; }
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
+if [[ "${1:-}" == --per-cell ]]; then
+  shift
+  exec "$PY" "$ROOT/bench/percell.py" "$@"
+fi
 while [[ $# -gt 0 ]]; do
   GIVEN+="$1 "
   case "$1" in
@@ -105,6 +115,7 @@ while [[ $# -gt 0 ]]; do
     --networks) need_value "$@"; NETWORKS="$2"; shift 2 ;;
     --rates) [[ $# -ge 2 ]] || die "--rates needs a value"; RATES="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --per-cell) die "--per-cell must be the first argument (the rest go to bench/percell.py)" ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
