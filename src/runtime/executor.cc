@@ -23,7 +23,10 @@ Executor::Executor(std::string groupName, Transport& transport)
   thread_ = std::thread([this] { loop(); });
 }
 
-Executor::~Executor() {
+Executor::~Executor() { close(); }
+
+void Executor::close() {
+  if (!thread_.joinable()) return;  // closed already
   {
     std::unique_lock<std::mutex> lock(runHere_->mu);
     runHere_->idle.wait(lock, [&] { return runHere_->active == 0; });

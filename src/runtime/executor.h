@@ -50,7 +50,11 @@ class Executor {
   using Body = std::function<Pending()>;
 
   Executor(std::string groupName, Transport& transport);
-  // Waits for queued operations, then fails what is still in flight.
+  // Waits for the queued operations, stops the thread, then fails what is
+  // still in flight. Once; the destructor calls it too. The owner calls it
+  // while the operations' bodies can still use everything they captured
+  // (the group calls it before it lets go of the executor).
+  void close() EXCLUDES(mu_, engineMu_);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

@@ -17,8 +17,12 @@ GroupImpl::GroupImpl(GroupConfig config, GroupTransport transport)
 GroupImpl::~GroupImpl() {
   // The notice outlives the group (the World's watcher holds it a moment).
   abortNotice_->listen(nullptr);
-  // The executor drives the transport, whose shared-memory side uses the
-  // domain.
+  // Operations still queued run to their end first, while the group is
+  // whole: their bodies use this group's executor_ (assertDriving,
+  // recordError), which reset() would already have set to null. The
+  // executor drives the transport, whose shared-memory side uses the
+  // domain, so it goes first.
+  executor_->close();
   executor_.reset();
   links_.transport.reset();
   links_.sharedMemory.reset();
