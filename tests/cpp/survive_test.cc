@@ -137,6 +137,12 @@ void runShrink(const ShrinkPlan& plan) {
 TEST(SurviveShrink, AfterKillOnSharedMemory) { runShrink({4, 2}); }
 TEST(SurviveShrink, AfterKillOverTcpOddWorld) { runShrink({5, 3, true}); }
 
+// How soon an abort ends a blocked operation, and fails the next ones: it
+// takes milliseconds (4-15 ms printed on an idle host), far below the 30 s
+// deadline the operations would otherwise run into. The bound leaves room
+// for a host whose two cores run a dozen threads (150 ms seen there).
+constexpr double kPromptMs = 1000;
+
 // Rank 1 blocks in `op` on one thread and aborts the world from another;
 // ranks 0 and 2 are blocked receiving from it.
 void runAbort(bool allReduce, bool tcp) {
@@ -160,7 +166,7 @@ void runAbort(bool allReduce, bool tcp) {
       CHILD_CHECK(got == Caught::kAborted, "rank " << e.rank << " got " << caughtName(got) << ": " << what);
       CHILD_CHECK(what.find("world rank 1 aborted group") != std::string::npos, "" << what);
       const uint64_t abortNs = static_cast<uint64_t>(e.store->add("abort-ns", 0));
-      CHILD_CHECK(msBetween(abortNs, errorNs) < 1000, "peer learnt of the abort after "
+      CHILD_CHECK(msBetween(abortNs, errorNs) < kPromptMs, "peer learnt of the abort after "
                                                           << msBetween(abortNs, errorNs) << " ms");
       storeBarrier(*e.store, "done", 3);
       return kExitOk;
@@ -188,7 +194,7 @@ void runAbort(bool allReduce, bool tcp) {
     CHILD_CHECK(got == Caught::kAborted, "got " << caughtName(got) << ": " << what);
     std::fprintf(stderr, "[abort %s] blocked op ended %.1f ms after abort()\n",
                  allReduce ? "allReduce" : "recv", msBetween(abortNs, errorNs.load()));
-    CHILD_CHECK(msBetween(abortNs, errorNs.load()) < 100, "blocked op ended "
+    CHILD_CHECK(msBetween(abortNs, errorNs.load()) < kPromptMs, "blocked op ended "
                                                               << msBetween(abortNs, errorNs.load()) << " ms after abort");
     CHILD_CHECK(what.find("world rank 1 aborted group") != std::string::npos, "" << what);
     e.world->abort();  // again: harmless
@@ -196,7 +202,7 @@ void runAbort(bool allReduce, bool tcp) {
     const uint64_t t0 = monoNowNs();
     CHILD_CHECK(catchError([&] { pg.allReduce(t)->wait(); }) == Caught::kAborted);
     CHILD_CHECK(catchError([&] { sub->allReduce(t)->wait(); }) == Caught::kAborted);
-    CHILD_CHECK(msBetween(t0, monoNowNs()) < 100);
+    CHILD_CHECK(msBetween(t0, monoNowNs()) < kPromptMs);
     storeBarrier(*e.store, "done", 3);
     return kExitOk;
   });
