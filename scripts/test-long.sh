@@ -20,21 +20,26 @@ run_cpp_suite() {
 
 # The thread-safety analysis and the fuzz run build with clang, which the
 # default (GCC) build does not need, so it is installed here, not by
-# scripts/install-deps.sh.
+# scripts/install-deps.sh: clang itself, and its sanitizer and libFuzzer
+# runtimes (libclang-rt-dev), which apt's clang only recommends.
+clang_packages=(clang libclang-rt-dev)
 ensure_clang() {
-  command -v clang++ >/dev/null && return 0
-  echo "test-long: clang++ not found; installing clang (apt-get install clang) for the"
-  echo "           thread-safety analysis and the fuzz run"
+  local missing=()
+  for p in "${clang_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "test-long: installing ${missing[*]} (apt-get) for the thread-safety analysis and the fuzz run"
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
     if ! command -v sudo >/dev/null; then
-      echo "test-long: cannot install clang as this user; as root run: apt-get install -y clang" >&2
+      echo "test-long: cannot install ${missing[*]} as this user; as root run: apt-get install -y ${missing[*]}" >&2
       return 1
     fi
     sudo="sudo"
   fi
   DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq &&
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 have_clang=1
 ensure_clang || have_clang=0
