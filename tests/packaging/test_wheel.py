@@ -135,9 +135,8 @@ def test_mpirun_workers_import_the_installed_meshcomm(installed, tmp_path):
 
 
 def test_srun_workers_import_the_installed_meshcomm(installed, slurm, tmp_path):
-    env = dict(slurm.env())
-    env.update(installed.env)
-    env["SLURM_CONF"] = slurm.env()["SLURM_CONF"]
+    # The venv's environment (no PYTHONPATH) plus the cluster's config.
+    env = dict(installed.env, SLURM_CONF=slurm.env()["SLURM_CONF"])
     run(["srun", "-n", NPROCS, installed.python, JOB, tmp_path], JOB_TIMEOUT_S, env=env,
         cwd=tmp_path)
     _check_installed_job(installed, tmp_path)

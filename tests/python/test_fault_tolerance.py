@@ -131,6 +131,18 @@ def _counts():
     return len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))
 
 
+def _counts_settled(limit, bound_s=2.0):
+    """_counts() once both are at most `limit`'s, or after bound_s: a thread
+    that was joined can stay listed in /proc/self/task for a moment (its
+    joiner is woken as it exits, before the kernel drops it)."""
+    deadline = time.monotonic() + bound_s
+    counts = _counts()
+    while (counts[0] > limit[0] or counts[1] > limit[1]) and time.monotonic() < deadline:
+        time.sleep(0.005)
+        counts = _counts()
+    return counts
+
+
 def _abort_worker(rank, nprocs, port, op):
     before = _counts()
     mcutil.init(rank, nprocs, port)
@@ -178,7 +190,7 @@ def _abort_worker(rank, nprocs, port, op):
         except meshcomm.DistError as e:
             result = {"type": type(e).__name__, "message": str(e), "at_wall": time.time()}
     meshcomm.destroy_process_group()
-    result["before"], result["after"] = before, _counts()
+    result["before"], result["after"] = before, _counts_settled(before)
     return result
 
 
