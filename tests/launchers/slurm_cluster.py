@@ -180,3 +180,22 @@ PartitionName=meshcomm Nodes={self.hostname} Default=YES MaxTime=INFINITE State=
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+def started_cluster(tmp_path_factory):
+    """The body of the `slurm` fixture of the launcher and packaging tests:
+    one cluster per test session, skipped where Slurm or root is missing."""
+    import pytest
+
+    missing = missing_programs()
+    if missing:
+        pytest.skip("Slurm is not installed (missing: " + ", ".join(missing) +
+                    "); make deps installs it")
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm fixture runs slurmd and munged, which needs root")
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

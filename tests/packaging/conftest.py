@@ -114,21 +114,8 @@ def installed():
     return Installed(wheel=wheel, venv=venv, env=env)
 
 
-@pytest.fixture(scope="session")
-def slurm(tmp_path_factory):
-    """The one-node Slurm cluster of the launcher tests (tests/launchers)."""
-    sys.path.insert(0, str(ROOT / "tests" / "launchers"))
-    from slurm_cluster import SlurmCluster, missing_programs
+# The one-node Slurm cluster of the launcher tests (tests/launchers).
+sys.path.insert(0, str(ROOT / "tests" / "launchers"))
+from slurm_cluster import started_cluster  # noqa: E402
 
-    missing = missing_programs()
-    if missing:
-        pytest.skip("Slurm is not installed (missing: " + ", ".join(missing) +
-                    "); make deps installs it")
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm fixture runs slurmd and munged, which needs root")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
+slurm = pytest.fixture(scope="session", name="slurm")(started_cluster)
