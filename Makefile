@@ -45,7 +45,7 @@ test-cpp:
 
 test-python:
 	cd tests/python && $(TEST_DUMPS) $(PYTHON) -m pytest -q -p no:cacheprovider .
-	$(PYTHON) -m pytest -q -p no:cacheprovider bench/test_percell.py  # the comparison's verdicts
+	$(PYTHON) -m pytest -q -p no:cacheprovider bench/test_percell.py bench/test_latency_breakdown.py  # the comparison's verdicts, the breakdown's split
 
 # The Python suite again with shared memory off, so the ranks of this host
 # talk over TCP (test_transport_choice.py checks that they do). The store's

@@ -33,8 +33,32 @@ enum class DType : uint8_t {
 };
 inline constexpr int kNumDTypes = 15;
 
-// Bytes per element.
-MESHCOMM_API size_t dtypeSize(DType dtype);
+// Bytes per element (inline: it is asked on every operation).
+constexpr size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kBool:
+    case DType::kInt8:
+    case DType::kUInt8:
+      return 1;
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 2;
+    case DType::kInt32:
+    case DType::kUInt32:
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kFloat64:
+    case DType::kComplex64:
+      return 8;
+    case DType::kComplex128:
+      return 16;
+  }
+  return 0;  // not a DType
+}
 // "float32", "bfloat16", ... (numpy spelling; "bfloat16" for the one numpy lacks).
 MESHCOMM_API const char* dtypeName(DType dtype);
 // Inverse of dtypeName; throws InvalidArgument for an unknown name.
@@ -48,7 +72,10 @@ MESHCOMM_API const char* reduceOpName(ReduceOp op);
 // Inverse of reduceOpName; throws InvalidArgument for anything else.
 MESHCOMM_API ReduceOp reduceOpFromName(std::string_view name);
 // Whether op is defined for dtype (min/max are not defined for complex).
-MESHCOMM_API bool reduceOpSupports(ReduceOp op, DType dtype);
+constexpr bool reduceOpSupports(ReduceOp op, DType dtype) {
+  const bool complex = dtype == DType::kComplex64 || dtype == DType::kComplex128;
+  return !(complex && (op == ReduceOp::kMin || op == ReduceOp::kMax));
+}
 
 // A view of caller-owned contiguous memory: numel elements of dtype at data.
 // meshcomm never takes ownership and never keeps the pointer past the

@@ -11,32 +11,29 @@ namespace {
 struct DTypeInfo {
   DType dtype;
   const char* name;
-  size_t size;
 };
 
 constexpr std::array<DTypeInfo, kNumDTypes> kDTypes = {{
-    {DType::kBool, "bool", 1},
-    {DType::kInt8, "int8", 1},
-    {DType::kUInt8, "uint8", 1},
-    {DType::kInt16, "int16", 2},
-    {DType::kUInt16, "uint16", 2},
-    {DType::kInt32, "int32", 4},
-    {DType::kUInt32, "uint32", 4},
-    {DType::kInt64, "int64", 8},
-    {DType::kUInt64, "uint64", 8},
-    {DType::kFloat16, "float16", 2},
-    {DType::kBFloat16, "bfloat16", 2},
-    {DType::kFloat32, "float32", 4},
-    {DType::kFloat64, "float64", 8},
-    {DType::kComplex64, "complex64", 8},
-    {DType::kComplex128, "complex128", 16},
+    {DType::kBool, "bool"},
+    {DType::kInt8, "int8"},
+    {DType::kUInt8, "uint8"},
+    {DType::kInt16, "int16"},
+    {DType::kUInt16, "uint16"},
+    {DType::kInt32, "int32"},
+    {DType::kUInt32, "uint32"},
+    {DType::kInt64, "int64"},
+    {DType::kUInt64, "uint64"},
+    {DType::kFloat16, "float16"},
+    {DType::kBFloat16, "bfloat16"},
+    {DType::kFloat32, "float32"},
+    {DType::kFloat64, "float64"},
+    {DType::kComplex64, "complex64"},
+    {DType::kComplex128, "complex128"},
 }};
 
 constexpr std::array<const char*, kNumReduceOps> kOpNames = {"sum", "prod", "min", "max"};
 
 }  // namespace
-
-size_t dtypeSize(DType dtype) { return kDTypes[static_cast<size_t>(dtype)].size; }
 
 const char* dtypeName(DType dtype) { return kDTypes[static_cast<size_t>(dtype)].name; }
 
@@ -55,11 +52,6 @@ ReduceOp reduceOpFromName(std::string_view name) {
   }
   throw InvalidArgument("unknown reduce op '" + std::string(name) +
                         "'; expected one of sum, prod, min, max");
-}
-
-bool reduceOpSupports(ReduceOp op, DType dtype) {
-  bool complex = dtype == DType::kComplex64 || dtype == DType::kComplex128;
-  return !(complex && (op == ReduceOp::kMin || op == ReduceOp::kMax));
 }
 
 }  // namespace meshcomm

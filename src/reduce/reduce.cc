@@ -129,8 +129,10 @@ void checkBuffer(const void* p, size_t align, const char* what, size_t index, co
   }
 }
 
-void checkReduceArgs(ReduceOp op, DType dtype, const void* out, const void* const* inputs,
-                     size_t numInputs, size_t count) {
+// Says what is wrong with arguments argsFine() refused, as InvalidArgument.
+[[noreturn, gnu::cold, gnu::noinline]] void explainBadReduceArgs(
+    ReduceOp op, DType dtype, const void* out, const void* const* inputs, size_t numInputs,
+    size_t count) {
   if (static_cast<int>(op) >= kNumReduceOps || static_cast<int>(dtype) >= kNumDTypes) {
     throw InvalidArgument("reduce: op or dtype out of range");
   }
@@ -142,7 +144,6 @@ void checkReduceArgs(ReduceOp op, DType dtype, const void* out, const void* cons
   if (numInputs == 0) {
     throw InvalidArgument(std::string("reduce ") + opName + ": needs at least one input");
   }
-  if (count == 0) return;
   const size_t size = dtypeSize(dtype);
   if (count > SIZE_MAX / size) {
     throw InvalidArgument(std::string("reduce ") + opName + ": count " + std::to_string(count) +
@@ -156,14 +157,46 @@ void checkReduceArgs(ReduceOp op, DType dtype, const void* out, const void* cons
   checkBuffer(out, align, "out", SIZE_MAX, opName, dtype);
   for (size_t k = 0; k < numInputs; ++k) {
     checkBuffer(inputs[k], align, "inputs", k, opName, dtype);
-    // Only exact aliasing with inputs[0] is safe: the kernels read each
-    // block of inputs[0] before writing it, but a shifted overlap would let
-    // a write land on data not yet read.
     if ((k != 0 || inputs[k] != out) && overlaps(out, inputs[k], bytes)) {
       throw InvalidArgument(std::string("reduce ") + opName + " " + dtypeName(dtype) +
                             ": out overlaps inputs[" + std::to_string(k) +
                             "] (only out == inputs[0] is allowed)");
     }
+  }
+  throw InvalidArgument(std::string("reduce ") + opName + ": invalid arguments");
+}
+
+// Whether every check of explainBadReduceArgs passes: op and dtype in
+// range and defined together, at least one input, no overflowing count, no
+// null or misaligned buffer, and no input overlapping `out` other than
+// inputs[0] being `out` itself (the kernels read each block of inputs[0]
+// before writing it; a shifted overlap would let a write land on data not
+// yet read).
+bool argsFine(ReduceOp op, DType dtype, const void* out, const void* const* inputs,
+              size_t numInputs, size_t count) {
+  const auto o = static_cast<unsigned>(op);
+  const auto d = static_cast<unsigned>(dtype);
+  if (o >= kNumReduceOps || d >= kNumDTypes || numInputs == 0) return false;
+  if (!reduceOpSupports(op, dtype)) return false;
+  if (count == 0) return true;
+  const size_t size = dtypeSize(dtype);
+  if (count > SIZE_MAX / size || inputs == nullptr) return false;
+  const size_t bytes = count * size;
+  const uintptr_t misaligned = elementAlignment(dtype) - 1;
+  const auto x = reinterpret_cast<uintptr_t>(out);
+  if (out == nullptr || (x & misaligned) != 0) return false;
+  for (size_t k = 0; k < numInputs; ++k) {
+    const auto y = reinterpret_cast<uintptr_t>(inputs[k]);
+    if (y == 0 || (y & misaligned) != 0) return false;
+    if ((k != 0 || y != x) && x < y + bytes && y < x + bytes) return false;
+  }
+  return true;
+}
+
+void checkReduceArgs(ReduceOp op, DType dtype, const void* out, const void* const* inputs,
+                     size_t numInputs, size_t count) {
+  if (!argsFine(op, dtype, out, inputs, numInputs, count)) [[unlikely]] {
+    explainBadReduceArgs(op, dtype, out, inputs, numInputs, count);
   }
 }
 
