@@ -2,10 +2,14 @@
 the one-node Slurm cluster (slurm_cluster.py)."""
 
 import faulthandler
+import os
+import sys
 
 import pytest
 
-from slurm_cluster import started_cluster
+# tests/: the helpers every suite shares (ports.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from slurm_cluster import started_cluster  # noqa: E402
 
 # Backstop: no test may take longer than this; each bounds its own waits.
 TEST_DEADLINE_S = 180.0

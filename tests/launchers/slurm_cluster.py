@@ -20,6 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from ports import free_port
+
 DAEMONS = ["munged", "slurmctld", "slurmd"]
 CLIENTS = ["srun", "sbatch", "sinfo", "squeue", "scontrol"]
 # How long the cluster may take to come up (munged, then slurmctld, then the
@@ -35,12 +37,6 @@ def missing_programs():
         if shutil.which(name) is None and not os.path.exists("/usr/sbin/" + name):
             found.append(name)
     return found
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _program(name):
@@ -80,8 +76,8 @@ class SlurmCluster:
 ClusterName=meshcommtest
 FirstJobId={self.first_job_id}
 SlurmctldHost={self.hostname}(127.0.0.1)
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Callable, Optional
 import pytest
 
 import meshcomm
+from ports import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -46,12 +46,6 @@ EXIT_AFTER_KILL_S = 2.0
 # exit on a loaded machine (seen: the report at 0.26 s, the exit at 1.8 s,
 # with a load average of 20 on 2 cores).
 TORCHRUN_EXIT_S = 5.0
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _has_module(python, module):
@@ -193,7 +187,7 @@ def _no_segments_of(pids):
 def test_ranks_local_ranks_and_shared_memory(launcher, request, tmp_path):
     _usable(launcher)
     env = _environment(launcher, request)
-    r = subprocess.run(launcher.command(tmp_path, "check", _free_port()), env=env, cwd=tmp_path,
+    r = subprocess.run(launcher.command(tmp_path, "check", free_port()), env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert r.returncode == 0, f"{launcher.name} exited {r.returncode}:\n{r.stdout}\n{r.stderr}"
     reports = _reports(tmp_path)
@@ -230,7 +224,7 @@ def _wait_for_reports(out, proc):
 def test_kill_9_of_one_rank(launcher, request, tmp_path):
     _usable(launcher)
     env = _environment(launcher, request)
-    proc = subprocess.Popen(launcher.command(tmp_path, "hold", _free_port()), env=env,
+    proc = subprocess.Popen(launcher.command(tmp_path, "hold", free_port()), env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:

@@ -3,13 +3,14 @@ among the ranks of its host; and before init_process_group, -1 with a
 warning, as get_rank() does."""
 
 import os
-import socket
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import meshcomm
+
+from ports import free_port
 
 PACKAGE_DIR = Path(meshcomm.__file__).resolve().parents[1]
 SCRIPT = """\
@@ -20,14 +21,8 @@ meshcomm.destroy_process_group()
 """
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_position_on_the_host_without_a_launcher_local_rank():
-    port = _free_port()
+    port = free_port()
     base = {k: v for k, v in os.environ.items()
             if k not in ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                          "SLURM_LOCALID")}

@@ -10,12 +10,12 @@ moved after installing (both files locate the prefix from where they are).
 
 import os
 import shutil
-import socket
 import subprocess
 
 import pytest
 
 from conftest import BUILD, ROOT, run
+from ports import free_port
 
 EXAMPLE = ROOT / "examples" / "cpp" / "average_demo.cc"
 NPROCS = 2
@@ -39,9 +39,7 @@ def _libdir(prefix):
 
 
 def _run_job(binary, libdir):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     procs = []
     for rank in range(NPROCS):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(NPROCS), MASTER_ADDR="127.0.0.1",

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import zipfile
 from pathlib import Path
@@ -24,18 +23,13 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, ROOT, WORK, run
+from ports import free_port
 
 HERE = Path(__file__).resolve().parent
 JOB = HERE / "installed_job.py"
 DDP_JOB = HERE / "ddp_job.py"
 NPROCS = 2
 JOB_TIMEOUT_S = 120
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _reports(out, n=NPROCS):
@@ -127,7 +121,7 @@ def test_mpirun_workers_import_the_installed_meshcomm(installed, tmp_path):
     if shutil.which("mpirun.openmpi") is None:
         pytest.skip("Open MPI's mpirun is not installed (make deps installs it)")
     cmd = ["mpirun.openmpi", "-np", NPROCS, "--oversubscribe", "-x", "MASTER_ADDR=127.0.0.1",
-           "-x", f"MASTER_PORT={_free_port()}", installed.python, JOB, tmp_path]
+           "-x", f"MASTER_PORT={free_port()}", installed.python, JOB, tmp_path]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     run(cmd, JOB_TIMEOUT_S, env=installed.env, cwd=tmp_path)
@@ -148,7 +142,7 @@ def test_torchrun_ddp_job_without_a_meshcomm_import(installed, tmp_path):
                 for alias in node.names} | {node.module for node in ast.walk(
                     ast.parse(DDP_JOB.read_text())) if isinstance(node, ast.ImportFrom)}
     assert not any(name and name.startswith("meshcomm") for name in imported), imported
-    run([installed.bin("torchrun"), "--nproc-per-node", NPROCS, "--master-port", _free_port(),
+    run([installed.bin("torchrun"), "--nproc-per-node", NPROCS, "--master-port", free_port(),
          DDP_JOB, tmp_path], JOB_TIMEOUT_S, env=installed.env, cwd=tmp_path)
     site = installed.site_packages()
     for rank, r in _reports(tmp_path).items():

@@ -13,7 +13,6 @@ import multiprocessing.connection
 import os
 import pickle
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -22,6 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import pytest
+
+# tests/: the helpers every suite shares (ports.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import ports  # noqa: E402
 
 # No test may run longer than this: past it the whole run stops with every
 # thread's traceback, rather than hanging CI. Tests bound their own waits far
@@ -43,16 +46,11 @@ def _test_deadline():
 
 @pytest.fixture
 def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago.
-
-    The kernel picks it; the socket is closed before the test uses the
-    number, so another process could take it in between, but ephemeral port
-    choice is randomised and a collision is rare. Prefer port 0 and the
-    store's ``port`` property when the test creates the server itself.
+    """A TCP port on 127.0.0.1 that was free a moment ago, outside the
+    kernel's ephemeral range (tests/ports.py says why). Prefer port 0 and
+    the store's ``port`` property when the test creates the server itself.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()
 
 
 @dataclass

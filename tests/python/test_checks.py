@@ -7,7 +7,6 @@ also starts, so a missing check shows as a wrong result, not a hang); the
 parametrized tests then read that job's results.
 """
 
-import socket
 from datetime import timedelta
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 import meshcomm as mc
 from meshcomm import DistError, P2POp
 from mcutil import init
+from ports import free_port
 
 X = np.ones(4, np.float32)
 RO = np.ones(4, np.float32)
@@ -350,10 +350,7 @@ def _checks_worker(rank, n, port):
 @pytest.fixture(scope="module")
 def outcomes():
     from conftest import run_processes
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return run_processes(_checks_worker, 2, (port,), timeout=120)
+    return run_processes(_checks_worker, 2, (free_port(),), timeout=120)
 
 
 @pytest.mark.parametrize("case_id,expected", [(c[0], c[2]) for c in CASES],

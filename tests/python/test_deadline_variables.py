@@ -4,7 +4,6 @@ test_join_errors.py), for operations on the world group and on a group made
 without a timeout; MESHCOMM_SHUTDOWN_WAIT_MS for the store host leaving."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import time
 import pytest
 
 from mcutil import SHM_OFF
+from ports import free_port
 
 # Run once: deadlines do not depend on the transport.
 pytestmark = pytest.mark.skipif(SHM_OFF, reason="deadlines do not depend on the transport; run once")
@@ -42,18 +42,12 @@ os._exit(0)
 """
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _indent(code):
     return "\n".join("    " + line for line in code.splitlines())
 
 
 def _run(body, tmp_path, rank1="pass", **env_vars):
-    port = _free_port()
+    port = free_port()
     done = tmp_path / "done"
     script = _SCRIPT.format(body=_indent(body), rank1=_indent(rank1))
     procs = []

@@ -10,7 +10,6 @@ docstring prints mindspore Tensor reprs, the values are compared instead.
 """
 
 import os
-import socket
 from datetime import timedelta
 
 import numpy as np
@@ -25,6 +24,7 @@ from meshcomm import (P2POp, TCPStore, all_gather, all_gather_into_tensor,
                       reduce_scatter, reduce_scatter_tensor, reduce_scatter_tensor_uneven, scatter,
                       scatter_object_list, scatter_tensor, send, set_comm_ops_inplace)
 from mcutil import capture
+from ports import free_port
 
 f32 = np.float32
 
@@ -340,12 +340,6 @@ def _job(rank, n, port, names):
     return printed
 
 
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _expected(table, name, rank):
     want = table[name]
     return want[rank] if isinstance(want, tuple) else want
@@ -359,13 +353,13 @@ def _check(outcomes, table):
 
 
 def test_two_process_examples(run_workers):
-    outcomes = run_workers(_job, 2, (_port(), list(EXPECTED_2)), timeout=120)
+    outcomes = run_workers(_job, 2, (free_port(), list(EXPECTED_2)), timeout=120)
     _check(outcomes, EXPECTED_2)
 
 
 def test_four_process_examples(run_workers):
     table = {"get_process_group_ranks": "[0, 1, 2, 3]"}
-    _check(run_workers(_job, 4, (_port(), list(table)), timeout=120), table)
+    _check(run_workers(_job, 4, (free_port(), list(table)), timeout=120), table)
 
 
 def test_eight_process_examples(run_workers):
@@ -375,7 +369,7 @@ def test_eight_process_examples(run_workers):
         "get_global_rank": tuple("world_rank_id is: 4" if r in members else "" for r in range(8)),
         "get_group_rank": tuple("group_rank_id is: 1" if r in members else "" for r in range(8)),
     }
-    _check(run_workers(_job, 8, (_port(), list(table)), timeout=150), table)
+    _check(run_workers(_job, 8, (free_port(), list(table)), timeout=150), table)
 
 
 def test_single_process_examples():

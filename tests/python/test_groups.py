@@ -5,7 +5,6 @@ rank translation, destroying groups and the world, and re-joining.
 
 import hashlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,18 +17,7 @@ import pytest
 import meshcomm
 from meshcomm import DistError
 from mcutil import expect, init
-
-
-def _free_ports(k):
-    socks = []
-    for _ in range(k):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+from ports import free_ports
 
 
 def _expected_name(backend, ranks):
@@ -123,7 +111,7 @@ def _groups_worker(rank, n, port, port2):
 
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_groups(run_workers, nprocs):
-    port, port2 = _free_ports(2)
+    port, port2 = free_ports(2)
     assert run_workers(_groups_worker, nprocs, (port, port2), timeout=90) == list(range(nprocs))
 
 
@@ -152,7 +140,7 @@ def _env_worker(rank, n, port, port2, port3):
 
 
 def test_env_init(run_workers):
-    ports = _free_ports(3)
+    ports = free_ports(3)
     assert run_workers(_env_worker, 2, tuple(ports), timeout=90) == [[(0, 2)] * 2, [(1, 2)] * 2]
 
 
@@ -161,7 +149,7 @@ def test_timeout_variable_bounds_joining_without_a_timeout_argument():
     # fails after MESHCOMM_TIMEOUT_MS, naming the rank that never came. Run
     # in a process of its own, so this one never creates a World.
     env = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(_free_ports(1)[0]), MESHCOMM_TIMEOUT_MS="2000")
+               MASTER_PORT=str(free_ports(1)[0]), MESHCOMM_TIMEOUT_MS="2000")
     code = ("import meshcomm\n"
             "try:\n"
             "    meshcomm.init_process_group()\n"

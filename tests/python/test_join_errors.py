@@ -3,7 +3,6 @@ only the rank hosting the store."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ import time
 import pytest
 
 from mcutil import SHM_OFF
+from ports import free_port
 
 # Run once: joining does not depend on the transport.
 pytestmark = pytest.mark.skipif(SHM_OFF, reason="joining does not depend on the transport; run once")
@@ -20,12 +20,6 @@ _JOIN = ("import meshcomm\n"
          "    meshcomm.init_process_group()\n"
          "except meshcomm.DistError as e:\n"
          "    print(type(e).__name__ + ':', e, flush=True)\n")
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(rank, size, port, timeout_ms):
@@ -38,7 +32,7 @@ def _start(rank, size, port, timeout_ms):
 def test_every_rank_names_the_rank_that_never_came():
     # Ranks 0 and 1 of 3 start; rank 2 never does. Rank 0 hosts the store and
     # gives up first; rank 1 must not report a lost store connection.
-    port = _free_port()
+    port = free_port()
     start = time.monotonic()
     procs = [_start(r, 3, port, 3000) for r in (0, 1)]
     outs = [p.communicate(timeout=60)[0] for p in procs]
@@ -52,7 +46,7 @@ def test_every_rank_names_the_rank_that_never_came():
 
 def test_a_rank_names_the_store_host_when_it_is_gone():
     # Ranks 0 and 1 of 3 wait for rank 2; rank 0, the store host, is killed.
-    port = _free_port()
+    port = free_port()
     host = _start(0, 3, port, 60000)
     time.sleep(1.0)
     other = _start(1, 3, port, 60000)

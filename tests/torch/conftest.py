@@ -15,7 +15,6 @@ import multiprocessing
 import os
 import queue
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -31,12 +30,9 @@ import meshcomm.torch  # noqa: F401 - registers the backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# tests/: the helpers every suite shares (ports.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ports import free_port  # noqa: E402,F401 - the suite's tests take it from here
 
 
 def _entry(fn, rank, size, port, results, args):
