@@ -198,8 +198,16 @@ Frame TCPStoreClient::roundTrip(Op op,
       std::string why = n == 0 ? "the server closed the connection"
                                : std::string(std::strerror(errno));
       breakWith(why);
-      throw StoreError("lost the connection to the store at " + endpoint_ +
-                       " during " + store::opName(op) + ": " + why);
+      // Dropped before the first answer: what listens there may not be
+      // this job's store at all.
+      const std::string hint =
+          op == Op::kHello
+              ? "; the server ended the connection before answering the handshake: check that "
+                "the address and port are this job's store (MASTER_ADDR, MASTER_PORT), not "
+                "another program's or another job's, and that the store's host is still up"
+              : "";
+      throw StoreError("lost the connection to the store at " + endpoint_ + " during " +
+                       store::opName(op) + ": " + why + hint);
     }
     if (errno == EINTR) continue;
     // A store round trip on one host takes a few tens of microseconds;

@@ -6,6 +6,8 @@
 //
 // Every wait is bounded: store timeouts are seconds, children are waited for
 // with a bound and killed by pid when it passes.
+#include <poll.h>
+
 #include "store_fixture.h"
 
 namespace meshcomm {
@@ -376,6 +378,31 @@ TEST_F(TCPStoreTest, HugeTimeoutMeansNoDeadlineRatherThanOverflow) {
   auto opts = clientOptions(server.port(), std::chrono::hours(24 * 365 * 1000));
   TCPStore longTimeout(opts);
   EXPECT_EQ(longTimeout.getString("k"), "v");
+}
+
+// Something listens on the port but is not this job's store: it takes the
+// connection and drops it before answering the hello. The client says so,
+// naming the address, rather than only that the connection was lost.
+TEST_F(TCPStoreTest, AListenerThatDropsTheHelloIsNamedAsPossiblyNotTheStore) {
+  Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  const uint16_t port = ntohs(a.sin_port);
+  ScopedThreads threads;
+  threads.spawn([&] {
+    // Accept one client within the test's bound and close it unanswered.
+    pollfd p{listener.get(), POLLIN, 0};
+    if (::poll(&p, 1, 5000) == 1) Fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  });
+  std::string msg = thrown<StoreError>([&] { TCPStore c(clientOptions(port, 5s)); });
+  EXPECT_CONTAINS(msg, "127.0.0.1:" + std::to_string(port));
+  EXPECT_CONTAINS(msg, "before answering the handshake");
+  EXPECT_CONTAINS(msg, "MASTER_PORT");
 }
 
 TEST_F(TCPStoreTest, ConnectTimesOutWhenNoServer) {
