@@ -28,8 +28,11 @@ venv: deps
 
 # Every target that compiles installs (or checks for) its prerequisites
 # first, so `make build` works on a fresh machine too.
-$(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -G Ninja -DMESHCOMM_PYTHON=$(PYTHON) $(CMAKE_FLAGS)
+# The venv comes first: the torch backend's native part is built against
+# its torch (cmake/torch_native.cmake).
+$(BUILD)/CMakeCache.txt: | deps venv
+	cmake -S . -B $(BUILD) -G Ninja -DMESHCOMM_PYTHON=$(PYTHON) \
+	  -DMESHCOMM_TORCH_PYTHON=$(CURDIR)/$(VENV_PYTHON) $(CMAKE_FLAGS)
 
 configure: $(BUILD)/CMakeCache.txt
 
@@ -64,6 +67,10 @@ test-torch: venv build
 	cd tests/torch && MESHCOMM_SHM=0 MESHCOMM_TORCH_SUITE=quick $(CURDIR)/$(VENV_PYTHON) -m pytest \
 	  -q -p no:cacheprovider -W ignore::DeprecationWarning test_ops.py test_faults.py \
 	  torch_suite/test_torch_suite.py
+	# The Python path alone, as a backend without its native part runs.
+	cd tests/torch && MESHCOMM_TORCH_NATIVE=0 MESHCOMM_TORCH_SUITE=quick $(CURDIR)/$(VENV_PYTHON) \
+	  -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning test_ops.py test_async.py \
+	  test_faults.py test_native.py torch_suite/test_torch_suite.py
 
 # One script under real launchers: srun and sbatch on a one-node Slurm
 # cluster the tests start, mpirun, MPICH's mpiexec, torchrun (the venv's

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "error_names.h"
 #include "meshcomm/error.h"
 
 namespace py = pybind11;
@@ -33,59 +34,6 @@ namespace {
 
 constexpr const char* kErrorsModule = "meshcomm._errors";
 
-// Sets the pending Python exception to meshcomm._errors.<name>(message).
-// Falls back to RuntimeError rather than losing the message if the lookup
-// fails (for example while the interpreter is shutting down).
-void raiseNamed(const char* name, const char* message) {
-  PyObject* type = nullptr;
-  if (PyObject* mod = PyImport_ImportModule(kErrorsModule)) {
-    type = PyObject_GetAttrString(mod, name);
-    Py_DECREF(mod);
-  }
-  if (type == nullptr) {
-    PyErr_Clear();
-    PyErr_SetString(PyExc_RuntimeError, message);
-    return;
-  }
-  PyErr_SetString(type, message);
-  Py_DECREF(type);
-}
-
-// The class name in meshcomm._errors for a meshcomm error (null for
-// InvalidArgument, which is a ValueError, and for foreign exceptions).
-const char* classNameOf(const std::exception_ptr& p, std::string& message) {
-  try {
-    std::rethrow_exception(p);
-  } catch (const InvalidArgument& e) {
-    message = e.what();
-    return nullptr;
-  } catch (const Timeout& e) {
-    message = e.what();
-    return "DistTimeoutError";
-  } catch (const PeerLost& e) {
-    message = e.what();
-    return "DistPeerLostError";
-  } catch (const StoreError& e) {
-    message = e.what();
-    return "DistStoreError";
-  } catch (const Mismatch& e) {
-    message = e.what();
-    return "DistMismatchError";
-  } catch (const Aborted& e) {
-    message = e.what();
-    return "DistAbortedError";
-  } catch (const Error& e) {
-    message = e.what();
-    return "DistError";
-  } catch (const std::exception& e) {
-    message = e.what();
-    return nullptr;
-  } catch (...) {
-    message = "unknown error";
-    return nullptr;
-  }
-}
-
 void translate(std::exception_ptr p) {
   if (!p) return;
   try {
@@ -94,8 +42,8 @@ void translate(std::exception_ptr p) {
     PyErr_SetString(PyExc_ValueError, e.what());
   } catch (const Error&) {
     std::string message;
-    const char* name = classNameOf(p, message);
-    raiseNamed(name, message.c_str());
+    const char* name = errorClassName(p, message);
+    setNamedError(name, message.c_str());
   }
   // Exceptions not caught above propagate to the next translator.
 }
@@ -118,7 +66,7 @@ void translate(std::exception_ptr p) {
 py::object pythonErrorOf(std::exception_ptr error) {
   if (!error) return py::none();
   std::string message;
-  const char* name = classNameOf(error, message);
+  const char* name = errorClassName(error, message);
   if (name == nullptr) return py::module_::import("builtins").attr("RuntimeError")(message);
   return py::module_::import(kErrorsModule).attr(name)(message);
 }

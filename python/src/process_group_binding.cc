@@ -48,6 +48,8 @@ namespace {
 using Desc = std::tuple<uintptr_t, int64_t, int>;
 using Counts = std::vector<int64_t>;
 using Group = std::shared_ptr<ProcessGroup>;
+// The name of the capsules ProcessGroup._capsule() makes.
+constexpr const char* kGroupCapsuleName = "meshcomm.ProcessGroup";
 
 ReduceOp reduceOp(int op) {
   if (op < 0 || op >= kNumReduceOps) {
@@ -492,7 +494,24 @@ void bindGroup(py::module_& m) {
           "Abort the group on this rank (any thread; see meshcomm/process_group.h).")
       .def(
           "error", [](const ProcessGroup& p) { return pythonErrorOf(p.error()); },
-          "Why the group is broken (an exception), or None while it is healthy.");
+          "Why the group is broken (an exception), or None while it is healthy.")
+      .def(
+          "_capsule",
+          [](Group self) {
+            // A module built with another pybind11 (the torch backend's
+            // native part) cannot take this class; it takes the group from
+            // this capsule, which owns a reference to it.
+            auto* held = new Group(std::move(self));
+            PyObject* capsule = PyCapsule_New(held, kGroupCapsuleName, [](PyObject* c) {
+              delete static_cast<Group*>(PyCapsule_GetPointer(c, kGroupCapsuleName));
+            });
+            if (capsule == nullptr) {
+              delete held;
+              throw py::error_already_set();
+            }
+            return py::reinterpret_steal<py::object>(capsule);
+          },
+          "A capsule (named meshcomm.ProcessGroup) owning a reference to this group.");
 
   defineOperations(g);
   // Not one of the reference API's operations: torch.distributed's recv

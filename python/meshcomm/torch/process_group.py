@@ -16,8 +16,10 @@ DistTimeoutError, ...) on every rank, with meshcomm's message, naming the
 rank, the operation and the group.
 """
 
+import os
 import threading
 import time
+import warnings
 import weakref
 from datetime import timedelta
 
@@ -33,6 +35,20 @@ from .tensors import InvalidArgumentError, Staging, check_tensor, desc, native_o
 from .issuing import Issuing
 from .monitored import monitored_barrier
 from .work import DoneWork, PendingWork
+
+try:
+    # The hot path in C++, built against this torch (cmake/torch_native.cmake);
+    # MESHCOMM_TORCH_NATIVE=0 leaves every call to the Python path.
+    if os.environ.get("MESHCOMM_TORCH_NATIVE", "1") == "0":
+        raise ImportError("No module named meshcomm.torch._native: MESHCOMM_TORCH_NATIVE=0")
+    from . import _native
+except ImportError as _error:
+    _native = None
+    # Built but not loadable (made for another torch, say): say why once;
+    # the Python path does the same work.
+    if "No module named" not in str(_error):
+        warnings.warn(f"meshcomm: the torch backend's native part did not load ({_error}); "
+                      f"using its Python path", RuntimeWarning, stacklevel=2)
 
 __all__ = ["ProcessGroupMeshcomm", "BACKEND_NAME"]
 
@@ -116,6 +132,8 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
         # The p2p lane: the same ranks as a second meshcomm group, whose
         # executor runs sends and receives beside the collectives'.
         self._p2p = self._world.new_group(list(range(size))) if size > 1 else self._pg
+        # The calls the native part takes (or None: every call in Python).
+        self._native = _native.NativeGroup(self._pg._capsule()) if _native is not None else None
         # How long waits busy-poll, chosen as meshcomm's own API does.
         configure_wait(self._world.machine_size)
         self._store = store
@@ -175,6 +193,7 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
     def shutdown(self):
         """Releases everything the group holds (torch's destroy_process_group
         calls this). Waits for queued point-to-point operations to end."""
+        self._native = None
         world, self._world, self._pg, self._p2p = self._world, None, None, None
         if world is None:
             return
@@ -229,6 +248,19 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
     # ---- all_reduce ---------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
+        native = self._native
+        if native is not None and opts is not None and self._gate is None:
+            # The hottest call: blocking, one tensor as the core takes it.
+            try:
+                work = native.allreduce(tensors, opts)
+            except TypeError:
+                work = NotImplemented  # not a list of tensors: the general path says why
+            except ValueError as e:
+                raise InvalidArgumentError(str(e)) from None
+            except RuntimeError as e:
+                raise self._failed(e) from None
+            if work is not NotImplemented:
+                return work
         if opts is None:
             opts = dist.AllreduceOptions()
         if len(tensors) == 1:
