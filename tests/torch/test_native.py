@@ -68,6 +68,22 @@ def _calls(rank, size, port):
     u = torch.ones(2, dtype=torch.float16)
     assert dist.all_reduce(u) is None
     out["dist"] = u.tolist()
+    # broadcast: the hot path, a strided view (general path), a bad root.
+    b = torch.full((3,), float(rank + 10), dtype=torch.float64)
+    bopts = dist.BroadcastOptions()
+    bopts.rootRank = size - 1
+    bopts.asyncOp = False
+    out["bcast_work"] = type(pg.broadcast([b], bopts)).__name__
+    out["bcast"] = b.tolist()
+    v = torch.full((6,), float(rank))[1::2]
+    dist.broadcast(v, src=0)
+    out["bcast_strided"] = v.tolist()
+    bopts.rootRank = size
+    try:
+        pg.broadcast([b], bopts)
+        out["bad_root"] = None
+    except ValueError as e:
+        out["bad_root"] = (type(e).__name__, "root" in str(e) or "src" in str(e), str(e))
     dist.destroy_process_group()
     return out
 
@@ -89,6 +105,11 @@ def test_native_and_general_paths_agree(size):
         assert r["complex"] == [(float(sum(range(size))), float(size))] * 2
         assert r["async"] == [float(size)] * 3
         assert r["dist"] == [float(size)] * 2
+        assert r["bcast"] == [float(size - 1 + 10)] * 3
+        assert r["bcast_strided"] == [0.0] * 3
+        assert r["bad_root"] is not None and r["bad_root"][:2] == ("InvalidArgumentError", True), \
+            r["bad_root"]
+        assert r["bcast_work"] == ("DoneWork" if NATIVE_OFF else "Work")
         if not NATIVE_OFF:
             # torch's own Work class: the native part made it, not DoneWork.
             assert r["work_type"] == "Work", r["work_type"]

@@ -245,20 +245,25 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
             self._group()  # raises: destroyed
         return p2p
 
+    def _native_call(self, method, *args):
+        """One call of the native part: its Work, or NotImplemented when the
+        call is not one it takes (the caller then takes its general path)."""
+        try:
+            return method(*args)
+        except TypeError:
+            return NotImplemented  # arguments of other types: the general path says why
+        except ValueError as e:
+            raise InvalidArgumentError(str(e)) from None
+        except RuntimeError as e:
+            raise self._failed(e) from None
+
     # ---- all_reduce ---------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
         native = self._native
         if native is not None and opts is not None and self._gate is None:
             # The hottest call: blocking, one tensor as the core takes it.
-            try:
-                work = native.allreduce(tensors, opts)
-            except TypeError:
-                work = NotImplemented  # not a list of tensors: the general path says why
-            except ValueError as e:
-                raise InvalidArgumentError(str(e)) from None
-            except RuntimeError as e:
-                raise self._failed(e) from None
+            work = self._native_call(native.allreduce, tensors, opts)
             if work is not NotImplemented:
                 return work
         if opts is None:
@@ -372,6 +377,11 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
     # ---- broadcast / reduce ---------------------------------------------
 
     def broadcast(self, tensors, opts=None):
+        native = self._native
+        if native is not None and opts is not None and self._gate is None:
+            work = self._native_call(native.broadcast, tensors, opts)
+            if work is not NotImplemented:
+                return work
         t = _one(tensors, "broadcast")
         if opts is None:
             opts = dist.BroadcastOptions()

@@ -4,7 +4,8 @@
 // Python subclass of torch's ProcessGroup: torch's Python functions call
 // its methods directly, and torch's C++ callers (DDP, functional
 // collectives) reach them through torch's trampoline. Each hot method hands
-// its arguments here first. This module takes torch's own objects as they
+// its arguments here first (today all_reduce and broadcast). This module
+// takes torch's own objects as they
 // are (tensors, AllreduceOptions: it is built against the installed torch
 // and its pybind11, so it shares torch's type registry), checks them,
 // runs the operation on meshcomm's C++ group and returns a torch Work, with
@@ -22,6 +23,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <climits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,12 +189,29 @@ class NativeGroup {
     o.timeout = timeoutOf(opts.timeout);
     o.blocking = true;
     runBlocking([&] { return group_->allReduce(*data, o); });
-    return py::cast(c10::intrusive_ptr<c10d::Work>(
-        c10::make_intrusive<CompletedWork>(tensors, c10d::OpType::ALLREDUCE)));
+    return completed(tensors, c10d::OpType::ALLREDUCE);
+  }
+
+  // broadcast(tensors, opts): a torch Work, or NotImplemented. The root is
+  // checked by meshcomm (a rank outside the group: ValueError).
+  py::object broadcast(const std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+    if (opts.asyncOp || tensors.size() != 1 || opts.rootTensor != 0) return notHere();
+    const std::optional<TensorRef> data = asIs(tensors[0]);
+    if (!data || opts.rootRank < INT_MIN || opts.rootRank > INT_MAX) return notHere();
+    OpOptions o;
+    o.root = static_cast<int>(opts.rootRank);
+    o.timeout = timeoutOf(opts.timeout);
+    o.blocking = true;
+    runBlocking([&] { return group_->broadcast(*data, o); });
+    return completed(tensors, c10d::OpType::BROADCAST);
   }
 
  private:
   static py::object notHere() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
+  static py::object completed(const std::vector<at::Tensor>& tensors, c10d::OpType type) {
+    return py::cast(
+        c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<CompletedWork>(tensors, type)));
+  }
 
   std::shared_ptr<ProcessGroup> group_;
 };
@@ -207,5 +226,8 @@ PYBIND11_MODULE(_native, m) {
            "The native calls of one meshcomm group (from ProcessGroup._capsule()).")
       .def("allreduce", &NativeGroup::allreduce, py::arg("tensors"), py::arg("opts"),
            "A blocking all_reduce of one tensor as meshcomm takes it; NotImplemented for "
-           "anything else (the caller then takes its general path).");
+           "anything else (the caller then takes its general path).")
+      .def("broadcast", &NativeGroup::broadcast, py::arg("tensors"), py::arg("opts"),
+           "A blocking broadcast of one tensor as meshcomm takes it; NotImplemented for "
+           "anything else.");
 }
