@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
-# tests/: the helpers every suite shares (ports.py).
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/helpers: what every suite shares (ports.py). Not tests/ itself,
+# whose folders (torch, python) would shadow the packages of those names.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "helpers"))
 from slurm_cluster import started_cluster  # noqa: E402
 
 # Backstop: no test may take longer than this; each bounds its own waits.

@@ -116,7 +116,7 @@ def installed():
 
 # The one-node Slurm cluster of the launcher tests (tests/launchers).
 sys.path.insert(0, str(ROOT / "tests" / "launchers"))
-sys.path.insert(0, str(ROOT / "tests"))  # the helpers every suite shares (ports.py)
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # what every suite shares (ports.py)
 from slurm_cluster import started_cluster  # noqa: E402
 
 slurm = pytest.fixture(scope="session", name="slurm")(started_cluster)

@@ -22,8 +22,10 @@ from typing import Any, Optional
 
 import pytest
 
-# tests/: the helpers every suite shares (ports.py).
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/helpers: what every suite shares (ports.py). Not tests/ itself,
+# whose folders (torch, python) would shadow the packages of those names.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "helpers"))
 import ports  # noqa: E402
 
 # No test may run longer than this: past it the whole run stops with every

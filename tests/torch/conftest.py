@@ -30,8 +30,10 @@ import meshcomm.torch  # noqa: F401 - registers the backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# tests/: the helpers every suite shares (ports.py).
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# tests/helpers: what every suite shares (ports.py). Not tests/ itself,
+# whose folders (torch, python) would shadow the packages of those names.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "helpers"))
 from ports import free_port  # noqa: E402,F401 - the suite's tests take it from here
 
 

@@ -10,8 +10,8 @@ and being refused during its hello). So the ports come from just below
 the ephemeral range, where the kernel never assigns one by itself, chosen
 at random and checked free by binding them.
 
-Every suite's conftest puts this folder on sys.path: ``from ports import
-free_port``.
+Every suite's conftest puts this folder (tests/helpers) on sys.path:
+``from ports import free_port``.
 """
 
 import random
