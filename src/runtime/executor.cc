@@ -96,7 +96,7 @@ void Executor::endInline() {
 }
 
 void Executor::noteBroken() {
-  if (errorNoted_.load(std::memory_order_relaxed)) return;
+  if (errorNoted_.load(std::memory_order_relaxed) || !transport_.broken()) return;
   auto broken = transport_.brokenError();
   if (!broken) return;
   MutexLock lock(mu_);
@@ -142,6 +142,7 @@ void Executor::throwIfBroken() const {
     }
     if (noted) std::rethrow_exception(noted);
   }
+  if (!transport_.broken()) return;
   if (auto broken = transport_.brokenError()) std::rethrow_exception(broken);
 }
 

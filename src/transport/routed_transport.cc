@@ -159,6 +159,13 @@ void RoutedTransport::abort(std::exception_ptr error) {
   for (size_t i = links_.size(); i-- > 0;) links_[i]->abort(error);
 }
 
+bool RoutedTransport::broken() const {
+  for (const auto& link : links_) {
+    if (link->broken()) return true;
+  }
+  return false;
+}
+
 std::exception_ptr RoutedTransport::brokenError() const {
   for (const auto& link : links_) {
     if (auto e = link->brokenError()) return e;

@@ -49,6 +49,7 @@ class RoutedTransport final : public Transport {
   bool hasPending() const override;
   void abort(std::exception_ptr error) override;
   std::exception_ptr brokenError() const override;
+  bool broken() const override;
 
  private:
   Transport& route(int peer) { return *links_[static_cast<size_t>(linkOf_[static_cast<size_t>(peer)])]; }

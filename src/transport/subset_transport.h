@@ -50,6 +50,7 @@ class SubsetTransport final : public Transport {
   bool hasPending() const override { return parent_.hasPending(); }
   void abort(std::exception_ptr error) override { parent_.abort(std::move(error)); }
   std::exception_ptr brokenError() const override { return parent_.brokenError(); }
+  bool broken() const override { return parent_.broken(); }
 
  private:
   Transport& parent_;

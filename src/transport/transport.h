@@ -166,6 +166,9 @@ class Transport {
   virtual void abort(std::exception_ptr error) = 0;
   // The error that broke the transport, or null.
   virtual std::exception_ptr brokenError() const = 0;
+  // Whether brokenError() is not null; asked before every operation, so a
+  // transport answers it without building an exception_ptr.
+  virtual bool broken() const { return brokenError() != nullptr; }
 };
 
 // Holds a transport's sends for a scope (Transport::holdSends). release()

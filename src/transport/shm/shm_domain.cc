@@ -355,8 +355,12 @@ void ShmDomain::notify() {
   }
 }
 
+bool ShmDomain::abortRaised() const {
+  return layout_->abort.raised.load(std::memory_order_acquire) != 0;
+}
+
 std::exception_ptr ShmDomain::abortError() const {
-  if (layout_->abort.raised.load(std::memory_order_acquire) == 0) return nullptr;
+  if (!abortRaised()) return nullptr;
   try {
     throwIfAborted();
   } catch (...) {

@@ -126,6 +126,8 @@ class ShmDomain {
   void checkPeers(const std::string& during, const Needed& needed);
   // The error of the raised abort line, or null.
   std::exception_ptr abortError() const;
+  // Whether the abort line is raised (abortError() is not null).
+  bool abortRaised() const;
   // This rank failed mid-operation: raises the abort line with `error`'s
   // reason and message, so every local rank fails too, and rethrows it.
   [[noreturn]] void fail(std::exception_ptr error);

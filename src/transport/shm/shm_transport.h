@@ -60,6 +60,7 @@ class ShmTransport final : public Transport {
   std::exception_ptr brokenError() const override {
     return broken_ ? broken_ : domain_.abortError();
   }
+  bool broken() const override { return broken_ || domain_.abortRaised(); }
 
 
  private:

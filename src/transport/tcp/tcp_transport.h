@@ -74,6 +74,7 @@ class TcpTransport final : public Transport {
   bool hasPending() const override;
   void abort(std::exception_ptr error) override;
   std::exception_ptr brokenError() const override { return broken_; }
+  bool broken() const override { return static_cast<bool>(broken_); }
 
   // Number of open peer connections (tests check for leaks).
   int connectionCount() const;
