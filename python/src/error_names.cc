@@ -27,6 +27,19 @@ void setNamedError(const char* name, const char* message) {
   Py_DECREF(type);
 }
 
+void setPythonError(const std::exception_ptr& error) {
+  std::string message;
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+    return;
+  } catch (...) {
+  }
+  const char* name = errorClassName(error, message);
+  setNamedError(name, message.c_str());
+}
+
 const char* errorClassName(const std::exception_ptr& p, std::string& message) {
   try {
     std::rethrow_exception(p);

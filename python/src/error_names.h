@@ -17,4 +17,9 @@ const char* errorClassName(const std::exception_ptr& error, std::string& message
 // RuntimeError(message) when that class cannot be found. GIL held.
 void setNamedError(const char* name, const char* message);
 
+// Sets Python's error indicator to `error` as Python sees it: ValueError for
+// InvalidArgument, the meshcomm._errors class of any other meshcomm error,
+// RuntimeError for anything else. GIL held.
+void setPythonError(const std::exception_ptr& error);
+
 }  // namespace meshcomm::python

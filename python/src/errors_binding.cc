@@ -38,12 +38,8 @@ void translate(std::exception_ptr p) {
   if (!p) return;
   try {
     std::rethrow_exception(p);
-  } catch (const InvalidArgument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
   } catch (const Error&) {
-    std::string message;
-    const char* name = errorClassName(p, message);
-    setNamedError(name, message.c_str());
+    setPythonError(p);
   }
   // Exceptions not caught above propagate to the next translator.
 }

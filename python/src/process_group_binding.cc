@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "group_capsule.h"
 #include "collectives/operations.h"
 #include "meshcomm/error.h"
 #include "meshcomm/interrupt.h"
@@ -48,8 +49,6 @@ namespace {
 using Desc = std::tuple<uintptr_t, int64_t, int>;
 using Counts = std::vector<int64_t>;
 using Group = std::shared_ptr<ProcessGroup>;
-// The name of the capsules ProcessGroup._capsule() makes.
-constexpr const char* kGroupCapsuleName = "meshcomm.ProcessGroup";
 
 ReduceOp reduceOp(int op) {
   if (op < 0 || op >= kNumReduceOps) {

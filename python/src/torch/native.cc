@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../error_names.h"
+#include "../group_capsule.h"
 #include "meshcomm/error.h"
 #include "meshcomm/interrupt.h"
 #include "meshcomm/process_group.h"
@@ -39,7 +40,6 @@ namespace py = pybind11;
 namespace meshcomm::torch_native {
 namespace {
 
-constexpr const char* kGroupCapsuleName = "meshcomm.ProcessGroup";
 // How long one sleeping slice of a wait lasts: the longest a Ctrl-C waits
 // to be noticed while a blocking call waits behind queued operations.
 constexpr auto kSlice = std::chrono::milliseconds(50);
@@ -127,16 +127,7 @@ bool pythonSignalRaised(void*) {
 
 // Raises `error` (a meshcomm error) as meshcomm's Python class.
 [[noreturn]] void raise(const std::exception_ptr& error) {
-  std::string message;
-  try {
-    std::rethrow_exception(error);
-  } catch (const InvalidArgument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-    throw py::error_already_set();
-  } catch (...) {
-  }
-  const char* name = python::errorClassName(error, message);
-  python::setNamedError(name, message.c_str());
+  python::setPythonError(error);
   throw py::error_already_set();
 }
 
@@ -173,7 +164,7 @@ class NativeGroup {
  public:
   explicit NativeGroup(py::object capsule) {
     auto* held = static_cast<std::shared_ptr<ProcessGroup>*>(
-        PyCapsule_GetPointer(capsule.ptr(), kGroupCapsuleName));
+        PyCapsule_GetPointer(capsule.ptr(), python::kGroupCapsuleName));
     if (held == nullptr) throw py::error_already_set();
     group_ = *held;
   }
