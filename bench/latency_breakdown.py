@@ -54,7 +54,7 @@ PARTS = [
     ("flight recorder", r"OpTrace::|FlightRecorder::"),
     ("executor (claim, release, broken checks)", r"Executor::"),
     ("abort checks", r"throwIfAborted|throwIfArrived|brokenError"),
-    ("algorithm choice", r"chooseAlgorithm|checkForcedAlgorithm|AlgorithmChoice"),
+    ("algorithm choice", r"chooseAlgorithm|chooseStepAlgorithm"),
     ("call context (deadline, Comm)", r"GroupImpl::contextFor|Comm::Comm|Comm::~Comm"),
     ("Work object", r"GroupImpl::finishedWork|Work::"),
     ("agreement (cross-rank check)", r"agree|Agreement"),

@@ -7,17 +7,18 @@
 namespace meshcomm {
 
 Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
-           ScratchArena& scratch, Locality locality)
-    : Comm(transport, std::move(context), sig, seq, scratch, locality, Unannounced{}) {
+           Algorithm algorithm, ScratchArena& scratch, Locality locality)
+    : Comm(transport, std::move(context), sig, seq, algorithm, scratch, locality, Unannounced{}) {
   if (locality_.shm != nullptr && collectives::checking()) locality_.shm->announce(seq, sig);
 }
 
 Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
-           ScratchArena& scratch, Locality locality, Unannounced)
+           Algorithm algorithm, ScratchArena& scratch, Locality locality, Unannounced)
     : transport_(transport),
       context_(std::move(context)),
       sig_(sig),
       seq_(seq),
+      algorithm_(algorithm),
       scratch_(scratch),
       locality_(locality) {}
 

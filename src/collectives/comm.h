@@ -29,10 +29,11 @@ struct Locality {
 class Comm {
  public:
   // seq: the group's collective sequence number (the same on every rank
-  // for the same call). sig: the operation's signature. With a shared-memory
-  // domain, announces the call there (ShmDomain::announce).
+  // for the same call). sig: the operation's signature. algorithm: what
+  // runs the call (chooseAlgorithm, asked once when it was issued). With a
+  // shared-memory domain, announces the call there (ShmDomain::announce).
   Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
-       ScratchArena& scratch, Locality locality = {});
+       Algorithm algorithm, ScratchArena& scratch, Locality locality = {});
   // Returns big scratch buffers to the system; see ScratchArena::trim.
   ~Comm();
 
@@ -40,6 +41,7 @@ class Comm {
   int size() const { return transport_.size(); }
   const OpContext& context() const { return context_; }
   const MessageSignature& signature() const { return sig_; }
+  Algorithm algorithm() const { return algorithm_; }
   Transport& transport() { return transport_; }
 
   // How the group's collectives reach its ranks (transport/placement.h).
@@ -49,12 +51,15 @@ class Comm {
   ShmOp shmOp() { return ShmOp(*locality_.shm, context_, sig_); }
   bool hasShmDomain() const { return locality_.shm != nullptr; }
   // The same call over `sub` (a subset of this group's ranks), flat: no
-  // shared memory, every rank treated as remote.
-  Comm subComm(Transport& sub) { return Comm(sub, context_, sig_, seq_, scratch_); }
+  // shared memory, every rank treated as remote; run by `algorithm`
+  // (chooseStepAlgorithm for the TCP route).
+  Comm subComm(Transport& sub, Algorithm algorithm) {
+    return Comm(sub, context_, sig_, seq_, algorithm, scratch_);
+  }
   // The same call with its messages (and shared-memory rounds) carrying
   // `sig` instead, from phase 0: the agreement step's records.
   Comm withSignature(const MessageSignature& sig) {
-    return Comm(transport_, context_, sig, seq_, scratch_, locality_, Unannounced{});
+    return Comm(transport_, context_, sig, seq_, algorithm_, scratch_, locality_, Unannounced{});
   }
 
   // Uninitialised temporary memory for this call (reused across calls).
@@ -82,12 +87,13 @@ class Comm {
   // A further view of a call already announced.
   struct Unannounced {};
   Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
-       ScratchArena& scratch, Locality locality, Unannounced);
+       Algorithm algorithm, ScratchArena& scratch, Locality locality, Unannounced);
 
   Transport& transport_;
   OpContext context_;
   MessageSignature sig_;
   uint64_t seq_;
+  Algorithm algorithm_;
   uint32_t phaseBase_ = 0;
   ScratchArena& scratch_;
   Locality locality_;

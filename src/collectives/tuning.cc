@@ -37,9 +37,6 @@ constexpr Named kNames[] = {
     {"hierarchical", Algorithm::kHierarchical},
 };
 
-// The innermost AlgorithmChoice of this thread, if any.
-thread_local AlgorithmChoice* tChoice = nullptr;
-
 bool runsOn(Algorithm algo, Route route) {
   switch (algo) {
     case Algorithm::kShmOneShot:
@@ -237,26 +234,24 @@ const char* algorithmName(Algorithm algo) {
   return "unknown";
 }
 
-AlgorithmChoice::AlgorithmChoice() : outer_(tChoice) { tChoice = this; }
-AlgorithmChoice::~AlgorithmChoice() { tChoice = outer_; }
-
 Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route) {
   const size_t index = familyIndex(collective);
   const Algorithm forced = forcedAlgorithm(index);
-  const Algorithm algo = forced != Algorithm::kAuto && runsOn(forced, route)
-                             ? forced
-                             : kFamilies[index].byDefault(bytes, groupSize, route);
-  if (tChoice != nullptr && tChoice->chosen_ == Algorithm::kAuto) tChoice->chosen_ = algo;
-  return algo;
+  if (forced == Algorithm::kAuto) [[likely]] {
+    return kFamilies[index].byDefault(bytes, groupSize, route);
+  }
+  if (runsOn(forced, route)) return forced;
+  // A group of one runs nothing, so any choice is moot there.
+  if (groupSize > 1) refuseRoute(kFamilies[index], forced, route);
+  return kFamilies[index].byDefault(bytes, groupSize, route);
 }
 
-void checkForcedAlgorithm(Opcode collective, int groupSize, Route route) {
+Algorithm chooseStepAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route) {
   const size_t index = familyIndex(collective);
   const Algorithm forced = forcedAlgorithm(index);
-  // A group of one runs nothing, so any choice is moot there.
-  if (forced != Algorithm::kAuto && groupSize > 1 && !runsOn(forced, route)) [[unlikely]] {
-    refuseRoute(kFamilies[index], forced, route);
-  }
+  return forced != Algorithm::kAuto && runsOn(forced, route)
+             ? forced
+             : kFamilies[index].byDefault(bytes, groupSize, route);
 }
 
 size_t pipelineChunkBytes(size_t bytes) {

@@ -40,47 +40,26 @@ enum class Algorithm {
 
 // The algorithm for one call of `collective` (a collective opcode, not
 // kPointToPoint) among `groupSize` ranks that reach each other over
-// `route`: the one MESHCOMM_ALGO_<OP> forces where the route can run it,
-// else the table's default. `bytes` is the size of the buffer of
-// all_reduce, broadcast and reduce, and of the whole output of all_gather,
-// whose defaults depend on it (the same on every rank, so every rank
-// chooses alike); the other families choose by route alone and pass 0.
+// `route`: the one MESHCOMM_ALGO_<OP> forces, else the table's default.
+// `bytes` is the size of the buffer of all_reduce, broadcast and reduce,
+// and of the whole output of all_gather, whose defaults depend on it (the
+// same on every rank, so every rank chooses alike); the other families
+// choose by route alone and pass 0.
 //
-// A forced algorithm the route cannot run is refused before the call
-// (checkForcedAlgorithm); here it can only be the part of a forced
-// algorithm that runs over another route (the leaders' step of a
-// hierarchical one, over TCP), which takes the default for its route.
-// Throws InvalidArgument if the variable names no algorithm of the family.
+// ProcessGroup asks once per call, before it queues anything, and the call
+// carries the answer (Comm::algorithm()) to its family and to the flight
+// recorder. Throws InvalidArgument if the variable names no algorithm of
+// the family, or one that a group of more than one rank over `route`
+// cannot run, so a bad value fails the call on the caller's thread.
 Algorithm chooseAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route);
+
+// The algorithm for a step of a hierarchical call that runs over another
+// route (the leaders' exchange, over TCP): the forced one where that route
+// can run it (a forced hierarchical algorithm cannot), else the default.
+Algorithm chooseStepAlgorithm(Opcode collective, size_t bytes, int groupSize, Route route);
 
 // The name MESHCOMM_ALGO_<OP> spells `algo` with ("ring", "shm_oneshot").
 const char* algorithmName(Algorithm algo);
-
-// While one exists on a thread, it keeps the first algorithm
-// chooseAlgorithm returns there: the one a collective's family runs (a
-// hierarchical algorithm's inner choices come after it). The runtime
-// holds one around each collective, for the flight recorder and the
-// per-call trace. Nests; costs nothing when absent.
-class AlgorithmChoice {
- public:
-  AlgorithmChoice();
-  ~AlgorithmChoice();
-  AlgorithmChoice(const AlgorithmChoice&) = delete;
-  AlgorithmChoice& operator=(const AlgorithmChoice&) = delete;
-  // kAuto until chooseAlgorithm ran.
-  Algorithm chosen() const { return chosen_; }
-
- private:
-  friend Algorithm chooseAlgorithm(Opcode, size_t, int, Route);
-  Algorithm chosen_ = Algorithm::kAuto;
-  AlgorithmChoice* outer_;
-};
-
-// Throws InvalidArgument if MESHCOMM_ALGO_<OP> names no algorithm of the
-// family, or one a group of `groupSize` ranks over `route` cannot run.
-// ProcessGroup calls it before it queues the operation, so a bad value
-// fails the call on the caller's thread and nothing runs.
-void checkForcedAlgorithm(Opcode collective, int groupSize, Route route);
 
 // Bytes per pipelined chunk for a message of `bytes`.
 size_t pipelineChunkBytes(size_t bytes);

@@ -39,14 +39,16 @@ OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOption
 }
 
 WorkPtr GroupImpl::submitCollective(const char* opName, const MessageSignature& sig,
-                                    const OpOptions& options, std::function<void(Comm&)> body) {
+                                    Algorithm algorithm, const OpOptions& options,
+                                    std::function<void(Comm&)> body) {
   std::string description = std::string(opName) + " on group " + config_.name;
   const uint64_t issued = OpTrace::enqueued(traced_, opName, &sig);
   return executor_->submit(
       std::move(description),
-      [this, opName, sig, options, issued, body = std::move(body)]() mutable -> Executor::Pending {
+      [this, opName, sig, algorithm, options, issued,
+       body = std::move(body)]() mutable -> Executor::Pending {
         executor_->assertDriving();
-        runBody(opName, sig, options, body, issued);
+        runBody(opName, sig, algorithm, options, body, issued);
         return {};
       },
       options.blocking);

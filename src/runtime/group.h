@@ -52,23 +52,24 @@ class GroupImpl {
   Route route() const { return links_.route; }
 
   // Runs a collective: body(Comm&) runs on the executor with a Comm
-  // carrying the call's sequence number and signature. A blocking call on
+  // carrying the call's sequence number, signature and algorithm. A blocking call on
   // an idle group runs on the caller's thread without allocating (the
   // latency of small collectives is mostly what happens around them).
   template <class Body>
-  WorkPtr runCollective(const char* opName, const MessageSignature& sig, const OpOptions& options,
-                        Body&& body) {
+  WorkPtr runCollective(const char* opName, const MessageSignature& sig, Algorithm algorithm,
+                        const OpOptions& options, Body&& body) {
     if (options.blocking && executor_->beginInline()) {
       std::exception_ptr error;
       try {
-        runBody(opName, sig, options, body);
+        runBody(opName, sig, algorithm, options, body);
       } catch (...) {
         error = std::current_exception();
       }
       executor_->endInline();
       return finishedWork(opName, error);
     }
-    return submitCollective(opName, sig, options, std::function<void(Comm&)>(std::forward<Body>(body)));
+    return submitCollective(opName, sig, algorithm, options,
+                            std::function<void(Comm&)>(std::forward<Body>(body)));
   }
   // Queues point-to-point work: body posts requests and returns them; the
   // Work completes when they are done.
@@ -95,7 +96,7 @@ class GroupImpl {
 
  private:
   OpContext contextFor(const char* opName, uint64_t seq, const OpOptions& options) const;
-  WorkPtr submitCollective(const char* opName, const MessageSignature& sig,
+  WorkPtr submitCollective(const char* opName, const MessageSignature& sig, Algorithm algorithm,
                            const OpOptions& options, std::function<void(Comm&)> body);
   // The Work of an operation that already ended.
   WorkPtr finishedWork(const char* opName, std::exception_ptr error) const;
@@ -132,8 +133,9 @@ class GroupImpl {
   // Runs on the executor (or the inline caller). `issued`: the flight
   // recorder's id of a call that was queued (OpTrace::enqueued).
   template <class Body>
-  void runBody(const char* opName, const MessageSignature& sig, const OpOptions& options,
-               Body& body, uint64_t issued = 0) REQUIRES(executor_->engine()) {
+  void runBody(const char* opName, const MessageSignature& sig, Algorithm algorithm,
+               const OpOptions& options, Body& body, uint64_t issued = 0)
+      REQUIRES(executor_->engine()) {
     OpTrace trace = OpTrace::collective(traced_, issued, opName, sig, collectiveSeq_, links_.route);
     try {
       throwIfAborted();
@@ -141,22 +143,22 @@ class GroupImpl {
       std::rethrow_exception(keepFailure(trace.failed(std::current_exception())));
     }
     uint64_t seq = collectiveSeq_++;
-    AlgorithmChoice algorithm;
     Locality locality{&links_.placement, links_.sharedMemory.get(), links_.route};
-    Comm comm(transport(), contextFor(opName, seq, options), sig, seq, scratch_, locality);
+    Comm comm(transport(), contextFor(opName, seq, options), sig, seq, algorithm, scratch_,
+              locality);
     try {
       body(comm);
     } catch (const ArgumentsDisagree&) {
       // Every rank found the same disagreement before any data moved: the
       // group is intact, so it is not aborted (but the call is recorded).
-      std::rethrow_exception(trace.failed(std::current_exception(), algorithm.chosen()));
+      std::rethrow_exception(trace.failed(std::current_exception(), algorithm));
     } catch (...) {
       const std::exception_ptr cause = std::current_exception();
-      const std::exception_ptr error = keepFailure(trace.failed(cause, algorithm.chosen()));
+      const std::exception_ptr error = keepFailure(trace.failed(cause, algorithm));
       failGroup(cause);
       std::rethrow_exception(error);
     }
-    trace.completed(algorithm.chosen());
+    trace.completed(algorithm);
   }
 
   GroupConfig config_;

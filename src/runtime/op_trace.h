@@ -68,7 +68,7 @@ class OpTrace {
   void posted(const std::vector<RequestPtr>& requests, const Placement& placement,
               bool sharedMemory, int rank);
 
-  // `algorithm`: AlgorithmChoice::chosen() for a collective, else kAuto.
+  // `algorithm`: a collective's (Comm::algorithm()), else kAuto.
   void completed(Algorithm algorithm = Algorithm::kAuto);
   // Records the failure and, at the group's first, writes the flight
   // recorder; returns `error` with the file it wrote appended to its

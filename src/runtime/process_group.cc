@@ -35,6 +35,12 @@ std::vector<Block> blocksOf(const std::vector<TensorRef>& tensors) {
   return out;
 }
 
+size_t totalBytes(const std::vector<Block>& blocks) {
+  size_t total = 0;
+  for (const Block& b : blocks) total += b.bytes;
+  return total;
+}
+
 std::vector<int64_t> equalCounts(int64_t each, int n) {
   return std::vector<int64_t>(static_cast<size_t>(n), each);
 }
@@ -76,6 +82,13 @@ class Call {
                              ReduceOp op = ReduceOp::kSum) const {
     return MessageSignature{static_cast<uint8_t>(info_->family), static_cast<uint8_t>(dtype),
                             static_cast<uint8_t>(op), count, detail};
+  }
+
+  // What runs the call (collectives/tuning.h), asked once, here: a forced
+  // algorithm this group cannot run fails the call before it is queued.
+  // `bytes` as chooseAlgorithm takes it.
+  Algorithm algorithm(size_t bytes = 0) const {
+    return chooseAlgorithm(info_->family, bytes, g_.size(), g_.route());
   }
 
   [[noreturn]] void fail(const std::string& what) const {
@@ -216,7 +229,7 @@ class Call {
 WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, std::vector<Block> blocks,
                      const OpOptions& o) {
   return group.runCollective(
-      call.name(), call.signature(input.dtype, input.numel, o.root), o,
+      call.name(), call.signature(input.dtype, input.numel, o.root), call.algorithm(), o,
       [input, blocks = std::move(blocks), o, args = call.arguments(input.dtype, input.numel, o)](Comm& c) {
         collectives::agree(c, args);
         collectives::gather(c, input.data, input.bytes(), blocks, o.root);
@@ -226,7 +239,7 @@ WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, std::v
 WorkPtr scatterBlocks(GroupImpl& group, const Call& call, TensorRef output, std::vector<Block> blocks,
                       const OpOptions& o) {
   return group.runCollective(
-      call.name(), call.signature(output.dtype, output.numel, o.root), o,
+      call.name(), call.signature(output.dtype, output.numel, o.root), call.algorithm(), o,
       [output, blocks = std::move(blocks), o, args = call.arguments(output.dtype, output.numel, o)](Comm& c) {
         collectives::agree(c, args);
         collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
@@ -263,9 +276,8 @@ WorkPtr ProcessGroup::allReduce(TensorRef data, const OpOptions& o) {
   Call call(Operation::kAllReduce, *impl_);
   call.tensor(data, "tensor");
   call.reduceOp(o.op, data.dtype);
-  checkForcedAlgorithm(Opcode::kAllReduce, size(), impl_->route());
   return impl_->runCollective(
-      call.name(), call.signature(data.dtype, data.numel, 0, o.op), o,
+      call.name(), call.signature(data.dtype, data.numel, 0, o.op), call.algorithm(data.bytes()), o,
       [data, o](Comm& c) {
         collectives::allReduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op);
       });
@@ -275,9 +287,8 @@ WorkPtr ProcessGroup::broadcast(TensorRef data, const OpOptions& o) {
   Call call(Operation::kBroadcast, *impl_);
   call.tensor(data, "tensor");
   call.root(o.root);
-  checkForcedAlgorithm(Opcode::kBroadcast, size(), impl_->route());
   return impl_->runCollective(
-      call.name(), call.signature(data.dtype, data.numel, o.root), o,
+      call.name(), call.signature(data.dtype, data.numel, o.root), call.algorithm(data.bytes()), o,
       [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) mutable {
         // Small data travels with the agreement's records.
         if (data.bytes() <= kPayloadBytes) {
@@ -294,9 +305,9 @@ WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
   call.tensor(data, "tensor");
   call.root(o.root);
   call.reduceOp(o.op, data.dtype);
-  checkForcedAlgorithm(Opcode::kReduce, size(), impl_->route());
   return impl_->runCollective(
-      call.name(), call.signature(data.dtype, data.numel, o.root, o.op), o,
+      call.name(), call.signature(data.dtype, data.numel, o.root, o.op),
+      call.algorithm(data.bytes()), o,
       [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) {
         collectives::agree(c, args);
         collectives::reduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op, o.root);
@@ -309,7 +320,8 @@ WorkPtr ProcessGroup::allGather(const std::vector<TensorRef>& outputs, TensorRef
   call.tensor(input, "input");
   call.matchingList(outputs, input, "the output list", "output", "input");
   auto blocks = blocksOf(outputs);
-  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel), o,
+  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel),
+                              call.algorithm(totalBytes(blocks)), o,
                               [input, blocks](Comm& c) {
                                 collectives::allGather(c, input.data, input.bytes(), blocks);
                               });
@@ -320,7 +332,8 @@ WorkPtr ProcessGroup::allGatherIntoTensor(TensorRef output, TensorRef input, con
   call.tensor(input, "input");
   auto blocks = call.equalBlocks(output, "output", input, "input");
   call.apartOrOwnBlock(input, output, input.numel * rank(), "the input", "output");
-  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel), o,
+  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel),
+                              call.algorithm(totalBytes(blocks)), o,
                               [input, blocks](Comm& c) {
                                 collectives::allGather(c, input.data, input.bytes(), blocks);
                               });
@@ -337,7 +350,7 @@ WorkPtr ProcessGroup::allGatherIntoTensorUneven(TensorRef output, TensorRef inpu
   return impl_->runCollective(
       call.name(),
       call.signature(input.dtype, static_cast<uint64_t>(output.numel), digest(counts)),
-      o, [input, blocks, args](Comm& c) {
+      call.algorithm(totalBytes(blocks)), o, [input, blocks, args](Comm& c) {
         collectives::agree(c, args);
         collectives::allGather(c, input.data, input.bytes(), blocks);
       });
@@ -351,7 +364,7 @@ WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRe
   call.matchingList(inputs, output, "the input list", "input", "output");
   // The ring reads one contiguous input; gather the list into one.
   return impl_->runCollective(
-      call.name(), call.signature(output.dtype, output.numel, 0, o.op), o,
+      call.name(), call.signature(output.dtype, output.numel, 0, o.op), call.algorithm(), o,
       [output, inputs, o](Comm& c) {
         uint8_t* packed = c.scratch(Scratch::kPacked, output.bytes() * inputs.size());
         for (size_t i = 0; i < inputs.size(); ++i) {
@@ -372,7 +385,7 @@ WorkPtr ProcessGroup::reduceScatterTensor(TensorRef output, TensorRef input, con
   call.apartOrOwnBlock(output, input, output.numel * rank(), "the output", "input");
   std::vector<size_t> counts(static_cast<size_t>(size()), static_cast<size_t>(output.numel));
   return impl_->runCollective(
-      call.name(), call.signature(output.dtype, output.numel, 0, o.op), o,
+      call.name(), call.signature(output.dtype, output.numel, 0, o.op), call.algorithm(), o,
       [output, input, counts, o](Comm& c) {
         collectives::reduceScatter(c, input.data, counts, output.data, output.dtype, o.op);
       });
@@ -390,7 +403,7 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
   return impl_->runCollective(
       call.name(),
       call.signature(output.dtype, static_cast<uint64_t>(input.numel), digest(counts), o.op),
-      o, [output, input, sizes, o, args](Comm& c) {
+      call.algorithm(), o, [output, input, sizes, o, args](Comm& c) {
         collectives::agree(c, args);
         collectives::reduceScatter(c, input.data, sizes, output.data, output.dtype, o.op);
       });
@@ -447,7 +460,7 @@ WorkPtr ProcessGroup::allToAll(const std::vector<TensorRef>& outputs,
   auto sends = blocksOf(inputs);
   auto recvs = blocksOf(outputs);
   call.apart(recvs, sends);
-  return impl_->runCollective(call.name(), call.signature(dtype, 0), o,
+  return impl_->runCollective(call.name(), call.signature(dtype, 0), call.algorithm(), o,
                               [sends, recvs](Comm& c) { collectives::allToAll(c, sends, recvs); });
 }
 
@@ -476,7 +489,7 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
   auto recvs = blocksOf(output, args.recvSplits);
   call.apart({Block{static_cast<uint8_t*>(output.data), output.bytes()}},
              {Block{static_cast<uint8_t*>(input.data), input.bytes()}});
-  return impl_->runCollective(call.name(), call.signature(input.dtype, 0), o,
+  return impl_->runCollective(call.name(), call.signature(input.dtype, 0), call.algorithm(), o,
                               [sends, recvs, args](Comm& c) {
                                 if (collectives::agreeAndExchange(c, args, sends, recvs)) return;
                                 collectives::agree(c, args);
@@ -486,7 +499,7 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
 
 WorkPtr ProcessGroup::barrier(const OpOptions& o) {
   Call call(Operation::kBarrier, *impl_);
-  return impl_->runCollective(call.name(), call.signature(DType::kUInt8, 0), o,
+  return impl_->runCollective(call.name(), call.signature(DType::kUInt8, 0), call.algorithm(), o,
                               [](Comm& c) { collectives::barrier(c); });
 }
 

@@ -3,7 +3,7 @@
 // records, and the MESHCOMM_ALGO_* overrides, accepted or refused with an
 // InvalidArgument that names the variable.
 //
-// chooseAlgorithm(), checkForcedAlgorithm() and pipelineChunkBytes() read
+// chooseAlgorithm(), chooseStepAlgorithm() and pipelineChunkBytes() read
 // their variables once per process and keep them (function-local statics),
 // so every check runs in a forked child that calls them for the first
 // time, defaults included. This process must never call them itself: every
@@ -206,17 +206,21 @@ TEST(TuningForced, AnAlgorithmOfTheCollectiveIsTakenAtEverySize) {
 // part takes its route's default.
 TEST(TuningForced, AnAlgorithmTheRouteCannotRunIsRefused) {
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "shm_oneshot", [] {
-    expectRefused([] { checkForcedAlgorithm(Opcode::kAllReduce, 4, Route::kTcp); },
+    expectRefused([] { allReduce(8, 4, Route::kTcp); },
                   "MESHCOMM_ALGO_ALLREDUCE='shm_oneshot'",
                   "cannot run here: this group's ranks use TCP between every rank");
-    checkForcedAlgorithm(Opcode::kAllReduce, 1, Route::kTcp);
-    checkForcedAlgorithm(Opcode::kAllReduce, 4, Route::kShm);
+    CHILD_CHECK(allReduce(8, 1, Route::kTcp) == Algorithm::kRecursiveDoubling);
+    CHILD_CHECK(allReduce(8, 4, Route::kShm) == Algorithm::kShmOneShot);
+    // The leaders' step of a hierarchical call, over TCP.
+    CHILD_CHECK(chooseStepAlgorithm(Opcode::kAllReduce, 8, 2, Route::kTcp) ==
+                Algorithm::kRecursiveDoubling);
   });
   inFreshProcess("MESHCOMM_ALGO_BROADCAST", "hierarchical", [] {
-    expectRefused([] { checkForcedAlgorithm(Opcode::kBroadcast, 4, Route::kShm); },
-                  "MESHCOMM_ALGO_BROADCAST", "shared memory on one host");
+    expectRefused([] { broadcast(8, 4, Route::kShm); }, "MESHCOMM_ALGO_BROADCAST",
+                  "shared memory on one host");
     CHILD_CHECK(broadcast(8, 4, Route::kHierarchical) == Algorithm::kHierarchical);
-    CHILD_CHECK(broadcast(8, 2, Route::kTcp) == Algorithm::kBinomialTree);
+    CHILD_CHECK(chooseStepAlgorithm(Opcode::kBroadcast, 8, 2, Route::kTcp) ==
+                Algorithm::kBinomialTree);
   });
 }
 

@@ -65,9 +65,7 @@ void bruck(Comm& comm, const std::vector<Block>& outputs) {
 
 void allGather(Comm& comm, const void* input, size_t inputBytes,
                const std::vector<Block>& outputs) {
-  size_t total = 0;
-  for (const Block& b : outputs) total += b.bytes;
-  const Algorithm algo = chooseAlgorithm(Opcode::kAllGather, total, comm.size(), comm.route());
+  const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::allGather(local, input, inputBytes, outputs);

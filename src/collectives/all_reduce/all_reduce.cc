@@ -155,8 +155,7 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
 void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   if (comm.size() == 1) return;
   auto* bytes = static_cast<uint8_t*>(data);
-  const Algorithm algo =
-      chooseAlgorithm(Opcode::kAllReduce, count * dtypeSize(dtype), comm.size(), comm.route());
+  const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kShmOneShot || algo == Algorithm::kShmReduceScatter ||
       algo == Algorithm::kShmSingleCopy) {
     ShmOp local = comm.shmOp();

@@ -147,7 +147,8 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   }
   if (leads) {
     SubsetTransport among(comm.transport(), leaders);
-    Comm across = comm.subComm(among);
+    Comm across = comm.subComm(
+        among, chooseStepAlgorithm(Opcode::kAllReduce, bytes, among.size(), Route::kTcp));
     collectives::allReduce(across, host, count, dtype, op);
     if (host != data) std::memcpy(data, host, bytes);
   }

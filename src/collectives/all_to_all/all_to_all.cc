@@ -26,7 +26,7 @@ constexpr size_t kOneRoundFromBytes = size_t{1} << 20;  // the largest block sen
 }  // namespace
 
 void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
-  if (chooseAlgorithm(Opcode::kAllToAll, 0, comm.size(), comm.route()) == Algorithm::kShm) {
+  if (comm.algorithm() == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::allToAll(local, sends, recvs);
     return;

@@ -12,7 +12,7 @@
 namespace meshcomm::collectives {
 
 void barrier(Comm& comm) {
-  const Algorithm algo = chooseAlgorithm(Opcode::kBarrier, 0, comm.size(), comm.route());
+  const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::barrier(local);

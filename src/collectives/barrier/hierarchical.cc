@@ -17,7 +17,8 @@ void barrier(Comm& comm) {
   }
   if (isLeader(comm, leaders)) {
     SubsetTransport among(comm.transport(), leaders);
-    Comm across = comm.subComm(among);
+    Comm across = comm.subComm(
+        among, chooseStepAlgorithm(Opcode::kBarrier, 0, among.size(), Route::kTcp));
     collectives::barrier(across);
   }
   if (comm.hasShmDomain()) {

@@ -51,7 +51,7 @@ TreePosition chain(int rank, int root, int p) {
 void broadcast(Comm& comm, void* data, size_t bytes, int root) {
   const int p = comm.size();
   if (p == 1) return;
-  const Algorithm algo = chooseAlgorithm(Opcode::kBroadcast, bytes, p, comm.route());
+  const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::broadcast(local, data, bytes, root);

@@ -13,7 +13,8 @@ void broadcast(Comm& comm, void* data, size_t bytes, int root) {
   const std::vector<int> leaders = leadersFor(comm.placement(), root);
   if (isLeader(comm, leaders)) {
     SubsetTransport among(comm.transport(), leaders);
-    Comm across = comm.subComm(among);
+    Comm across = comm.subComm(
+        among, chooseStepAlgorithm(Opcode::kBroadcast, bytes, among.size(), Route::kTcp));
     int rootHost = comm.placement().hostOf[static_cast<size_t>(root)];
     collectives::broadcast(across, data, bytes, rootHost);
   }

@@ -10,12 +10,6 @@
 namespace meshcomm::collectives {
 namespace {
 
-// Whether the tuning table runs this call on the host's shared memory (the
-// other choice being the linear schedule).
-bool onSharedMemory(Comm& comm, Opcode family) {
-  return chooseAlgorithm(family, 0, comm.size(), comm.route()) == Algorithm::kShm;
-}
-
 // The linear schedule of both, which differ only in the direction of the
 // transfers (`toRoot` for gather): a rank other than the root exchanges
 // `mine` with the root and is done; the root exchanges block j of `blocks`
@@ -55,7 +49,7 @@ void linear(Comm& comm, int root, bool toRoot, void* mine, size_t myBytes,
 
 void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
             int root) {
-  if (onSharedMemory(comm, Opcode::kGather)) {
+  if (comm.algorithm() == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     return shm::gather(local, input, inputBytes, outputs, root);
   }
@@ -65,7 +59,7 @@ void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<
 
 void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
              int root) {
-  if (onSharedMemory(comm, Opcode::kScatter)) {
+  if (comm.algorithm() == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     return shm::scatter(local, inputs, output, outputBytes, root);
   }

@@ -25,7 +25,9 @@ void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int 
   }
   if (isLeader(comm, leaders)) {
     SubsetTransport among(comm.transport(), leaders);
-    Comm across = comm.subComm(among);
+    Comm across = comm.subComm(
+        among, chooseStepAlgorithm(Opcode::kReduce, count * dtypeSize(dtype), among.size(),
+                                   Route::kTcp));
     int rootHost = comm.placement().hostOf[static_cast<size_t>(root)];
     collectives::reduce(across, data, count, dtype, op, rootHost);
   }

@@ -64,8 +64,7 @@ void reduceScatterGather(Comm& comm, uint8_t* data, size_t count, DType dtype, R
 
 void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root) {
   if (comm.size() == 1) return;
-  const Algorithm algo =
-      chooseAlgorithm(Opcode::kReduce, count * dtypeSize(dtype), comm.size(), comm.route());
+  const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::reduce(local, data, count, dtype, op, root);

@@ -28,7 +28,7 @@ namespace meshcomm::collectives {
 
 void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp op) {
-  if (chooseAlgorithm(Opcode::kReduceScatter, 0, comm.size(), comm.route()) == Algorithm::kShm) {
+  if (comm.algorithm() == Algorithm::kShm) {
     ShmOp local = comm.shmOp();
     shm::reduceScatter(local, input, blockCounts, output, dtype, op);
     return;
