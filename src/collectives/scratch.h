@@ -6,6 +6,7 @@
 // operation running on it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,6 +35,7 @@ class ScratchArena {
     if (b.capacity < bytes || !b.data) {
       b.data.reset(new uint8_t[bytes == 0 ? 1 : bytes]);
       b.capacity = bytes;
+      largest_ = std::max(largest_, bytes);
     }
     return b.data.get();
   }
@@ -41,11 +43,14 @@ class ScratchArena {
   // Frees buffers above `keepBytes` so one huge call does not pin its
   // memory for the life of the group.
   void trim(size_t keepBytes) {
+    if (largest_ <= keepBytes) return;  // every call but an outsized one's
+    largest_ = 0;
     for (auto& b : slots_) {
       if (b.capacity > keepBytes) {
         b.data.reset();
         b.capacity = 0;
       }
+      largest_ = std::max(largest_, b.capacity);
     }
   }
 
@@ -55,6 +60,7 @@ class ScratchArena {
     size_t capacity = 0;
   };
   Buffer slots_[kScratchSlots];
+  size_t largest_ = 0;  // at least the largest capacity (exactly, after trim)
 };
 
 }  // namespace meshcomm

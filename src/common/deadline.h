@@ -18,21 +18,35 @@ class Deadline {
   // negative timeout has already expired.
   static Deadline after(std::chrono::milliseconds timeout) {
     Deadline d;
-    auto now = Clock::now();
-    if (timeout.count() <= 0) {
-      d.at_ = now;
-      return d;
-    }
-    auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
-        Clock::time_point::max() - now);
-    if (timeout >= room) return d;  // never
-    d.at_ = now + timeout;
+    d.start(Clock::now(), timeout);
+    return d;
+  }
+  // `timeout` after the moment the deadline is first read or copied. For a
+  // call whose waits usually end before they would look at it (a small
+  // collective among ranks that arrive together), which then never reads
+  // the clock for it; the budget starts at most one wait's spin late, and
+  // every copy shares it.
+  static Deadline afterFirstUse(std::chrono::milliseconds timeout) {
+    Deadline d;
+    d.pending_ = timeout;
+    d.lazy_ = true;
     return d;
   }
   static Deadline never() { return Deadline(); }
 
-  bool expired() const { return !infinite() && Clock::now() >= at_; }
-  bool infinite() const { return at_ == Clock::time_point::max(); }
+  Deadline() = default;
+  Deadline(const Deadline& other) : at_(other.at()) {}
+  Deadline& operator=(const Deadline& other) {
+    at_ = other.at();
+    lazy_ = false;
+    return *this;
+  }
+  // A move passes a deadline on unread: the source is not used again.
+  Deadline(Deadline&& other) noexcept = default;
+  Deadline& operator=(Deadline&& other) noexcept = default;
+
+  bool expired() const { return !infinite() && Clock::now() >= at(); }
+  bool infinite() const { return at() == Clock::time_point::max(); }
 
   // Milliseconds left, clamped to [0, INT32_MAX]; -1 when infinite, which is
   // what poll() and epoll_wait() take for "no timeout".
@@ -53,13 +67,32 @@ class Deadline {
     return std::max(left, std::chrono::milliseconds(0));
   }
 
-  Clock::time_point at() const { return at_; }
+  Clock::time_point at() const {
+    if (lazy_) [[unlikely]] start(Clock::now(), pending_);
+    return at_;
+  }
   Deadline earlier(const Deadline& other) const {
-    return at_ <= other.at_ ? *this : other;
+    return at() <= other.at() ? *this : other;
   }
 
  private:
-  Clock::time_point at_ = Clock::time_point::max();
+  void start(Clock::time_point now, std::chrono::milliseconds timeout) const {
+    lazy_ = false;
+    if (timeout.count() <= 0) {
+      at_ = now;
+      return;
+    }
+    auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+        Clock::time_point::max() - now);
+    if (timeout >= room) return;  // never
+    at_ = now + timeout;
+  }
+
+  // Not thread-safe while lazy: a deadline not yet read belongs to the one
+  // thread that runs its call.
+  mutable Clock::time_point at_ = Clock::time_point::max();
+  mutable bool lazy_ = false;
+  std::chrono::milliseconds pending_{0};  // the timeout, while lazy_
 };
 
 }  // namespace meshcomm

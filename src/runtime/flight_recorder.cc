@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -141,7 +142,9 @@ bool isDirectory(const std::string& path) {
 }  // namespace
 
 FlightRecorder::FlightRecorder(size_t capacity)
-    : capacity_(capacity), slots_(std::make_unique<Slot[]>(capacity)) {}
+    : capacity_(capacity),
+      ringMask_(std::bit_ceil(capacity) - 1),
+      slots_(std::make_unique<Slot[]>(ringMask_ + 1)) {}
 
 FlightRecorder* FlightRecorder::instance() {
   static FlightRecorder* const recorder = []() -> FlightRecorder* {
@@ -261,7 +264,7 @@ uint32_t FlightRecorder::registerGroup(const std::string& name, int rank,
   return static_cast<uint32_t>(j.groups.size() - 1);
 }
 
-FlightRecorder::Slot& FlightRecorder::slotOf(uint64_t id) const { return slots_[id % capacity_]; }
+FlightRecorder::Slot& FlightRecorder::slotOf(uint64_t id) const { return slots_[id & ringMask_]; }
 
 uint64_t FlightRecorder::lock(Slot& slot) {
   uint64_t v = slot.version.load(kRelaxed);
@@ -421,11 +424,14 @@ std::string FlightRecorder::dump(const std::string& path, const std::string& rea
           std::chrono::system_clock::now().time_since_epoch())
           .count() -
       steadyNs();
+  // The ring may hold a few more than the last capacity_ records (its size
+  // is a power of two); those are left out.
+  const uint64_t latest = nextId_.load(kRelaxed) - 1;
   std::vector<Snapshot> records;
   records.reserve(capacity_);
-  for (size_t i = 0; i < capacity_; ++i) {
+  for (size_t i = 0; i <= ringMask_; ++i) {
     Snapshot snap;
-    if (read(slots_[i], snap)) records.push_back(snap);
+    if (read(slots_[i], snap) && snap.id + capacity_ > latest) records.push_back(snap);
   }
   std::sort(records.begin(), records.end(),
             [](const Snapshot& a, const Snapshot& b) { return a.id < b.id; });

@@ -115,7 +115,10 @@ class FlightRecorder {
   bool read(const Slot& slot, Snapshot& out) const;
   void keepError(uint64_t id, const char* error);
 
-  const size_t capacity_;
+  const size_t capacity_;  // records a dump shows: the last ones issued
+  // The ring holds the next power of two of them, so that finding a
+  // record's slot is a mask, not a division (two per operation).
+  const size_t ringMask_;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> nextId_{1};
   Mutex errorsMu_;

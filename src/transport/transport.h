@@ -95,6 +95,8 @@ struct OpContext {
   std::string_view group;
   const char* op = "";
   uint64_t seq = 0;
+  // When the call's time runs out. A group's calls start it at their first
+  // wait that reads it (Deadline::afterFirstUse).
   Deadline deadline;
   std::string describe() const {
     std::string out = op;

@@ -21,13 +21,6 @@
 #include "meshcomm/error.h"
 #include "transport/failure.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define MESHCOMM_CPU_RELAX() _mm_pause()
-#else
-#define MESHCOMM_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
-#endif
-
 namespace meshcomm {
 namespace {
 
@@ -436,30 +429,6 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
       describe(theirs) + ", this rank runs " + describe(*sig) +
       "; every rank of the group must make the same collective calls in the same order";
   failOp(wire::AbortReason::kMismatch, message, std::make_exception_ptr(Mismatch(message)));
-}
-
-void ShmDomain::waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
-                          const std::function<std::string()>& awaited, const Needed& needed) {
-  if (ready()) return;
-  // Spin first: on an idle core the peer usually arrives within a few
-  // hundred nanoseconds, far sooner than any system call returns. Without
-  // a spin (more ranks than cores) go straight to yielding: every pause
-  // holds the core the awaited rank may be queued for.
-  if (options_.spin.count() > 0) {
-    // The clock is read only every 16 pauses (about half a microsecond):
-    // a fast handoff should not pay for it.
-    Deadline::Clock::time_point spinUntil{};
-    for (int n = 1;; ++n) {
-      MESHCOMM_CPU_RELAX();
-      if (ready()) return;
-      if ((n & 15) != 0) continue;
-      throwIfAborted();
-      auto now = Deadline::Clock::now();
-      if (n == 16) spinUntil = now + options_.spin;
-      if (now >= spinUntil) break;
-    }
-  }
-  waitSlow(ready, ctx, awaited, needed);
 }
 
 void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ctx,

@@ -114,8 +114,14 @@ class ShmDomain {
   // spin, yield, sleep, and fail (raising the abort line) on an abort, an
   // interrupt, a dead needed local rank, a lost rank or the deadline.
   // `awaited` names what the rank was waiting for, for the timeout message.
-  void waitUntil(const std::function<bool()>& ready, const OpContext& ctx,
-                 const std::function<std::string()>& awaited, const Needed& needed);
+  // The spin is inlined with `ready`: a handoff that ends in it costs no
+  // indirect call and no std::function.
+  template <class Ready, class Awaited, class NeededRanks>
+  void waitUntil(const Ready& ready, const OpContext& ctx, const Awaited& awaited,
+                 const NeededRanks& needed) {
+    if (ready() || spin(ready)) return;
+    waitSlow(ready, ctx, awaited, needed);
+  }
   // Sleeps until a local rank calls notify(), `timeout` (at most 999 ms)
   // passes, or a signal arrives (then returns true), unless ready() or the
   // abort line says not to sleep at all. For a thread that has nothing to
@@ -189,6 +195,30 @@ class ShmDomain {
   // checks that it is running the same operation after the same history.
   void waitFor(int local, uint64_t round, const MessageSignature* sig, uint32_t history,
                const OpContext& ctx);
+  // Spins on ready() with pause for options_.spin (the clock read every 16
+  // pauses, about half a microsecond: a fast handoff does not pay for it).
+  // Returns whether it became true.
+  template <class Ready>
+  bool spin(const Ready& ready) {
+    if (options_.spin.count() <= 0) return false;
+    Deadline::Clock::time_point spinUntil{};
+    for (int n = 1;; ++n) {
+      cpuRelax();
+      if (ready()) return true;
+      if ((n & 15) != 0) continue;
+      throwIfAborted();
+      const auto now = Deadline::Clock::now();
+      if (n == 16) spinUntil = now + options_.spin;
+      if (now >= spinUntil) return false;
+    }
+  }
+  static void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+  }
   // The slow path of the waits: yields, sleeps and checks liveness.
   void waitSlow(const std::function<bool()>& ready, const OpContext& ctx,
                 const std::function<std::string()>& awaited, const Needed& needed);
