@@ -57,13 +57,16 @@ WorkPtr GroupImpl::submitCollective(const char* opName, const MessageSignature& 
 
 WorkPtr GroupImpl::finishedWork(const char* opName, std::exception_ptr error) const {
   if (!error) {
-    // Immutable once completed, so every successful call can share it.
-    static const WorkPtr kDone = [] {
-      auto w = std::make_shared<Work>("a completed operation");
+    // Immutable once completed, so every successful call can share it. It
+    // lives as long as the process and is handed out without a control
+    // block (the aliasing constructor over an empty owner): copying and
+    // dropping the pointer then costs no atomic reference count.
+    static Work* const kDone = [] {
+      auto* w = new Work("a completed operation");
       w->complete();
       return w;
     }();
-    return kDone;
+    return WorkPtr(WorkPtr(), kDone);
   }
   auto w = std::make_shared<Work>(std::string(opName) + " on group " + config_.name);
   w->complete(std::move(error));
