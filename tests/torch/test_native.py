@@ -50,6 +50,23 @@ def _calls(rank, size, port):
     y = torch.arange(4, dtype=torch.int64) * (rank + 1)
     blocking(y, dist.ReduceOp.MAX)
     out["max"] = y.tolist()
+    # A Work the caller keeps stays its own: the next call's Work is another
+    # one, each result() naming its own tensor (the native part hands a
+    # Work out again only once nobody holds it).
+    k1, k2 = torch.ones(3), torch.ones(3)
+    w1 = blocking(k1)
+    w2 = blocking(k2)
+    out["kept_works"] = (w1 is not w2, w1.result()[0].data_ptr() == k1.data_ptr(),
+                         w2.result()[0].data_ptr() == k2.data_ptr())
+    del w1, w2
+    # A Work of a large tensor is not kept once dropped (it would keep the
+    # tensor alive): its tensor is freed when the caller lets go of it.
+    import weakref
+    big = torch.ones(1 << 16)
+    gone = weakref.ref(big)
+    blocking(big)
+    del big
+    out["large_freed"] = gone() is None
     # Off the hot path (handed to the Python path): AVG, a strided view,
     # a complex tensor, an asynchronous call.
     z = torch.full((4,), float(rank))
@@ -100,6 +117,8 @@ def test_native_and_general_paths_agree(size):
         assert r["result_is_input"]
         assert r["future"] == (True, [float(total)] * 5)
         assert r["max"] == [i * size for i in range(4)]
+        assert r["kept_works"] == (True, True, True)
+        assert r["large_freed"]
         assert r["avg"] == [sum(range(size)) / size] * 4
         assert r["strided"] == [float(total)] * 3
         assert r["complex"] == [(float(sum(range(size))), float(size))] * 2

@@ -132,8 +132,8 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
         # The p2p lane: the same ranks as a second meshcomm group, whose
         # executor runs sends and receives beside the collectives'.
         self._p2p = self._world.new_group(list(range(size))) if size > 1 else self._pg
-        # The calls the native part takes (or None: every call in Python).
-        self._native = _native.NativeGroup(self._pg._capsule()) if _native is not None else None
+        # The group as the native part takes it (or None: every call in Python).
+        self._native = self._pg._capsule() if _native is not None else None
         # How long waits busy-poll, chosen as meshcomm's own API does.
         configure_wait(self._world.machine_size)
         self._store = store
@@ -245,25 +245,24 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
             self._group()  # raises: destroyed
         return p2p
 
-    def _native_call(self, method, *args):
-        """One call of the native part: its Work, or NotImplemented when the
-        call is not one it takes (the caller then takes its general path)."""
-        try:
-            return method(*args)
-        except TypeError:
-            return NotImplemented  # arguments of other types: the general path says why
-        except ValueError as e:
-            raise InvalidArgumentError(str(e)) from None
-        except RuntimeError as e:
-            raise self._failed(e) from None
+    def _native_failed(self, error):
+        """The error a call of the native part raises: bad input as
+        InvalidArgumentError, a failed operation as _failed says."""
+        if isinstance(error, ValueError):
+            return InvalidArgumentError(str(error))
+        return self._failed(error)
 
     # ---- all_reduce ---------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
         native = self._native
         if native is not None and opts is not None and self._gate is None:
-            # The hottest call: blocking, one tensor as the core takes it.
-            work = self._native_call(native.allreduce, tensors, opts)
+            # The hottest call: blocking, one tensor as the core takes it;
+            # NotImplemented for anything else.
+            try:
+                work = _native.allreduce(native, tensors, opts)
+            except (ValueError, RuntimeError) as e:
+                raise self._native_failed(e) from None
             if work is not NotImplemented:
                 return work
         if opts is None:
@@ -379,7 +378,10 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
     def broadcast(self, tensors, opts=None):
         native = self._native
         if native is not None and opts is not None and self._gate is None:
-            work = self._native_call(native.broadcast, tensors, opts)
+            try:
+                work = _native.broadcast(native, tensors, opts)
+            except (ValueError, RuntimeError) as e:
+                raise self._native_failed(e) from None
             if work is not NotImplemented:
                 return work
         t = _one(tensors, "broadcast")

@@ -20,6 +20,7 @@
 #include <Python.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
@@ -98,9 +99,13 @@ std::chrono::milliseconds timeoutOf(std::chrono::milliseconds torchTimeout) {
 // An operation that completed before the call returned.
 class CompletedWork : public c10d::Work {
  public:
-  CompletedWork(std::vector<at::Tensor> result, c10d::OpType type)
-      : c10d::Work(-1, type), result_(std::move(result)) {
-    finish();
+  explicit CompletedWork(c10d::OpType type) : c10d::Work(-1, type) { finish(); }
+  void setResult(const at::Tensor& tensor) {
+    if (result_.size() == 1) {
+      result_[0] = tensor;
+    } else {
+      result_.assign(1, tensor);
+    }
   }
   bool wait(std::chrono::milliseconds /*timeout*/) override { return true; }
   std::vector<at::Tensor> result() override { return result_; }
@@ -115,6 +120,52 @@ class CompletedWork : public c10d::Work {
   std::vector<at::Tensor> result_;
 };
 
+// The Work a blocking call returns. Making one (a C++ object, its Python
+// wrapper, and both freed when the caller drops it) costs more than the
+// whole meshcomm operation of a small call, and torch's dist.all_reduce
+// only waits on it and drops it. So the last one of each kind is kept and
+// handed out again when nobody else holds it (neither its Python wrapper
+// nor the C++ object has another reference). It keeps the last call's
+// tensors alive until the next call, which is why only Works of tensors
+// whose storage is small are kept. GIL held.
+class WorkPool {
+ public:
+  static constexpr size_t kKeptStorageBytes = 64 << 10;
+
+  explicit WorkPool(c10d::OpType type) : type_(type) {}
+
+  // A new reference to a completed Work whose result() is `tensor`.
+  PyObject* workFor(const at::Tensor& tensor) {
+    const bool keep = tensor.storage().nbytes() <= kKeptStorageBytes;
+    if (keep && object_ != nullptr && Py_REFCNT(object_) == 1 && work_.use_count() == 2) {
+      work_->setResult(tensor);
+      return Py_NewRef(object_);
+    }
+    auto work = c10::make_intrusive<CompletedWork>(type_);
+    work->setResult(tensor);
+    py::object object = py::cast(c10::intrusive_ptr<c10d::Work>(work));
+    if (keep) {
+      Py_XDECREF(object_);
+      object_ = Py_NewRef(object.ptr());
+      work_ = work;
+    }
+    return object.release().ptr();
+  }
+
+ private:
+  const c10d::OpType type_;
+  // Kept for the life of the process (never released at exit, when Python
+  // is already gone).
+  PyObject* object_ = nullptr;
+  c10::intrusive_ptr<CompletedWork> work_;
+};
+
+WorkPool& poolOf(c10d::OpType type) {
+  static auto* allreduce = new WorkPool(c10d::OpType::ALLREDUCE);
+  static auto* broadcast = new WorkPool(c10d::OpType::BROADCAST);
+  return type == c10d::OpType::ALLREDUCE ? *allreduce : *broadcast;
+}
+
 // The interrupt check of a blocking call: runs Python's signal handlers.
 // A handler that raised (KeyboardInterrupt) leaves its exception set, and
 // the call raises it once the operation has been abandoned.
@@ -125,100 +176,173 @@ bool pythonSignalRaised(void*) {
   return raised;
 }
 
-// Raises `error` (a meshcomm error) as meshcomm's Python class.
-[[noreturn]] void raise(const std::exception_ptr& error) {
-  python::setPythonError(error);
-  throw py::error_already_set();
-}
-
 // Runs one blocking operation: `issue` starts it (without the GIL, and
 // interruptibly), and a call that had to queue behind earlier operations
 // is waited for in slices, with Python's signal handlers run in between.
+// Returns false with Python's error set when it failed or was interrupted.
 template <class Issue>
-void runBlocking(Issue&& issue) {
+bool runBlocking(Issue&& issue) {
   WorkPtr work;
   std::exception_ptr error;
   {
     ScopedInterruptCheck check(&pythonSignalRaised, nullptr);
-    py::gil_scoped_release release;
+    PyThreadState* released = PyEval_SaveThread();
     try {
       work = issue();
     } catch (...) {
       error = std::current_exception();
     }
+    PyEval_RestoreThread(released);
   }
-  if (PyErr_Occurred()) throw py::error_already_set();  // interrupted
-  if (error) raise(error);
+  if (PyErr_Occurred()) return false;  // interrupted
+  if (error) {
+    python::setPythonError(error);
+    return false;
+  }
   while (!work->isCompleted()) {
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    py::gil_scoped_release release;
+    if (PyErr_CheckSignals() != 0) return false;
+    PyThreadState* released = PyEval_SaveThread();
     work->wait(kSlice);
+    PyEval_RestoreThread(released);
   }
-  if (auto e = work->exception()) raise(e);
+  if (auto e = work->exception()) {
+    python::setPythonError(e);
+    return false;
+  }
+  return true;
 }
 
-}  // namespace
+// ---- the arguments, as torch passes them ------------------------------------
 
-// One torch group's meshcomm group, as the native calls use it.
-class NativeGroup {
- public:
-  explicit NativeGroup(py::object capsule) {
-    auto* held = static_cast<std::shared_ptr<ProcessGroup>*>(
-        PyCapsule_GetPointer(capsule.ptr(), python::kGroupCapsuleName));
-    if (held == nullptr) throw py::error_already_set();
-    group_ = *held;
+PyObject* notHere() { return Py_NewRef(Py_NotImplemented); }
+
+// meshcomm's group in the capsule ProcessGroup._capsule() made, or null
+// (with Python's error set).
+ProcessGroup* groupOf(PyObject* capsule) {
+  auto* held = static_cast<std::shared_ptr<ProcessGroup>*>(
+      PyCapsule_GetPointer(capsule, python::kGroupCapsuleName));
+  return held == nullptr ? nullptr : held->get();
+}
+
+// The one tensor of torch's list (or tuple) of tensors, or null.
+const at::Tensor* onlyTensor(PyObject* tensors) {
+  PyObject* item = nullptr;
+  if (PyList_CheckExact(tensors) && PyList_GET_SIZE(tensors) == 1) {
+    item = PyList_GET_ITEM(tensors, 0);
+  } else if (PyTuple_CheckExact(tensors) && PyTuple_GET_SIZE(tensors) == 1) {
+    item = PyTuple_GET_ITEM(tensors, 0);
   }
+  if (item == nullptr || !THPVariable_Check(item)) return nullptr;
+  return &THPVariable_Unpack(item);
+}
 
-  // allreduce(tensors, opts): a torch Work, or NotImplemented.
-  py::object allreduce(const std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-    if (opts.asyncOp || tensors.size() != 1 || opts.sparseIndices.has_value()) return notHere();
-    const std::optional<TensorRef> data = asIs(tensors[0]);
-    const std::optional<ReduceOp> op = reduceOpOf(opts.reduceOp);
+// torch's options object (AllreduceOptions, BroadcastOptions), or null if
+// `opts` is not one. An object of exactly the registered class is read
+// straight from its pybind11 instance: a general cast of a type another
+// module registered looks it up by name (hashing it) on every call.
+template <class Options>
+const Options* optionsOf(PyObject* opts) {
+  static PyTypeObject* const exact = [] {
+    py::handle type = py::detail::get_type_handle(typeid(Options), false);
+    return reinterpret_cast<PyTypeObject*>(type.ptr());
+  }();
+  if (exact != nullptr && Py_TYPE(opts) == exact) {
+    auto* instance = reinterpret_cast<py::detail::instance*>(opts);
+    return static_cast<const Options*>(instance->get_value_and_holder().value_ptr());
+  }
+  try {
+    return &py::cast<const Options&>(py::handle(opts));
+  } catch (const py::cast_error&) {
+    return nullptr;
+  }
+}
+
+// Runs `body` as the CPython function of a module: a C++ exception becomes
+// Python's error, never an escape through the interpreter.
+template <class Body>
+PyObject* guarded(Body&& body) {
+  try {
+    return body();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (...) {
+    python::setPythonError(std::current_exception());
+  }
+  return nullptr;
+}
+
+// ---- the calls -------------------------------------------------------------------
+
+// allreduce(group, tensors, opts): a torch Work, or NotImplemented.
+PyObject* allreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return guarded([&]() -> PyObject* {
+    if (nargs != 3) throw py::type_error("allreduce(group, tensors, opts)");
+    ProcessGroup* group = groupOf(args[0]);
+    if (group == nullptr) return nullptr;
+    const at::Tensor* tensor = onlyTensor(args[1]);
+    const auto* opts = optionsOf<c10d::AllreduceOptions>(args[2]);
+    if (tensor == nullptr || opts == nullptr || opts->asyncOp || opts->sparseIndices.has_value()) {
+      return notHere();
+    }
+    const std::optional<TensorRef> data = asIs(*tensor);
+    const std::optional<ReduceOp> op = reduceOpOf(opts->reduceOp);
     if (!data || !op) return notHere();
     OpOptions o;
     o.op = *op;
-    o.timeout = timeoutOf(opts.timeout);
+    o.timeout = timeoutOf(opts->timeout);
     o.blocking = true;
-    runBlocking([&] { return group_->allReduce(*data, o); });
-    return completed(tensors, c10d::OpType::ALLREDUCE);
-  }
+    if (!runBlocking([&] { return group->allReduce(*data, o); })) return nullptr;
+    return poolOf(c10d::OpType::ALLREDUCE).workFor(*tensor);
+  });
+}
 
-  // broadcast(tensors, opts): a torch Work, or NotImplemented. The root is
-  // checked by meshcomm (a rank outside the group: ValueError).
-  py::object broadcast(const std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-    if (opts.asyncOp || tensors.size() != 1 || opts.rootTensor != 0) return notHere();
-    const std::optional<TensorRef> data = asIs(tensors[0]);
-    if (!data || opts.rootRank < INT_MIN || opts.rootRank > INT_MAX) return notHere();
+// broadcast(group, tensors, opts): a torch Work, or NotImplemented. The root
+// is checked by meshcomm (a rank outside the group: ValueError).
+PyObject* broadcast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return guarded([&]() -> PyObject* {
+    if (nargs != 3) throw py::type_error("broadcast(group, tensors, opts)");
+    ProcessGroup* group = groupOf(args[0]);
+    if (group == nullptr) return nullptr;
+    const at::Tensor* tensor = onlyTensor(args[1]);
+    const auto* opts = optionsOf<c10d::BroadcastOptions>(args[2]);
+    if (tensor == nullptr || opts == nullptr || opts->asyncOp || opts->rootTensor != 0) {
+      return notHere();
+    }
+    const std::optional<TensorRef> data = asIs(*tensor);
+    if (!data || opts->rootRank < INT_MIN || opts->rootRank > INT_MAX) return notHere();
     OpOptions o;
-    o.root = static_cast<int>(opts.rootRank);
-    o.timeout = timeoutOf(opts.timeout);
+    o.root = static_cast<int>(opts->rootRank);
+    o.timeout = timeoutOf(opts->timeout);
     o.blocking = true;
-    runBlocking([&] { return group_->broadcast(*data, o); });
-    return completed(tensors, c10d::OpType::BROADCAST);
-  }
+    if (!runBlocking([&] { return group->broadcast(*data, o); })) return nullptr;
+    return poolOf(c10d::OpType::BROADCAST).workFor(*tensor);
+  });
+}
 
- private:
-  static py::object notHere() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
-  static py::object completed(const std::vector<at::Tensor>& tensors, c10d::OpType type) {
-    return py::cast(
-        c10::intrusive_ptr<c10d::Work>(c10::make_intrusive<CompletedWork>(tensors, type)));
-  }
-
-  std::shared_ptr<ProcessGroup> group_;
+// Plain CPython functions: pybind11's dispatcher (argument casters, a type
+// lookup per foreign argument) would cost a small call more than meshcomm's
+// whole operation.
+PyMethodDef kMethods[] = {
+    {"allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&allreduce)),
+     METH_FASTCALL,
+     "allreduce(group, tensors, opts): a blocking all_reduce of one tensor as meshcomm takes "
+     "it, on the group of a ProcessGroup._capsule(); NotImplemented for anything else (the "
+     "caller then takes its general path)."},
+    {"broadcast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&broadcast)),
+     METH_FASTCALL,
+     "broadcast(group, tensors, opts): a blocking broadcast of one tensor as meshcomm takes "
+     "it; NotImplemented for anything else."},
+    {nullptr, nullptr, 0, nullptr},
 };
 
+}  // namespace
 }  // namespace meshcomm::torch_native
 
 PYBIND11_MODULE(_native, m) {
-  using meshcomm::torch_native::NativeGroup;
   m.doc() = "meshcomm's torch backend, the hot path in C++ (see meshcomm.torch).";
-  py::class_<NativeGroup>(m, "NativeGroup")
-      .def(py::init<py::object>(), py::arg("capsule"),
-           "The native calls of one meshcomm group (from ProcessGroup._capsule()).")
-      .def("allreduce", &NativeGroup::allreduce, py::arg("tensors"), py::arg("opts"),
-           "A blocking all_reduce of one tensor as meshcomm takes it; NotImplemented for "
-           "anything else (the caller then takes its general path).")
-      .def("broadcast", &NativeGroup::broadcast, py::arg("tensors"), py::arg("opts"),
-           "A blocking broadcast of one tensor as meshcomm takes it; NotImplemented for "
-           "anything else.");
+  // torch's option classes must be registered before optionsOf looks them up.
+  py::module_::import("torch.distributed");
+  if (PyModule_AddFunctions(m.ptr(), meshcomm::torch_native::kMethods) != 0) {
+    throw py::error_already_set();
+  }
 }
