@@ -19,6 +19,10 @@ Targets, per cell, of meshcomm against the best peer:
   bandwidth cells (size >= 64 KiB): meshcomm busbw / peer busbw >= 1.0,
     and >= 1.2 over shm from 1 MiB;
   in between: the time ratio is reported, there is no target.
+With --reference torch-meshcomm (torch.distributed on meshcomm's backend)
+the compared library is that one, and the targets are the torch ones:
+time ratio <= 1.0 up to 64 KiB (peer: deepspeed, DeepSpeed's shared-memory
+op called as a torch op), <= 1.2 from 1 MiB (peer: meshcomm, its C++ API).
 
 The best peer of a cell is the peer with the lowest median time over its
 rounds, and every round's ratio is taken against that one library (in that
@@ -69,8 +73,12 @@ sys.path.insert(0, HERE)
 from compare_report import busbw, human, shown, sig  # noqa: E402
 
 RUN_PEER = os.path.join(HERE, "peers", "run_peer.sh")
+# The library compared with the others (--reference): meshcomm's C++ API,
+# or torch.distributed on meshcomm's backend (the torch targets).
 REFERENCE = "meshcomm"
-LIBS = ["meshcomm", "impi", "mpich5", "ompi5", "oneccl", "deepspeed", "openmpi", "gloo", "torch-gloo"]
+REFERENCES = ["meshcomm", "torch-meshcomm"]
+LIBS = ["meshcomm", "torch-meshcomm", "impi", "mpich5", "ompi5", "oneccl", "deepspeed",
+        "openmpi", "gloo", "torch-gloo"]
 OPS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"]
 TRANSPORTS = ["shm", "tcp"]
 
@@ -107,7 +115,24 @@ class Target:
         return f"{self.measure} {'<=' if self.measure == 'time' else '>='} {self.bound:.1f}"
 
 
+def use_reference(lib):
+    """Makes `lib` the library compared (one of REFERENCES)."""
+    global REFERENCE
+    REFERENCE = lib
+
+
+# Through torch: up to 64 KiB no slower than the fastest peer (DeepSpeed's
+# shared-memory op called as a torch op); from 1 MiB within 1.2x of
+# meshcomm's C++ time.
+TORCH_LATENCY_MAX = 64 << 10
+TORCH_BANDWIDTH_MIN = 1 << 20
+
+
 def target_for(transport, size):
+    if REFERENCE == "torch-meshcomm":
+        if size <= TORCH_LATENCY_MAX:
+            return Target("time", 1.0)
+        return Target("time", 1.2 if size >= TORCH_BANDWIDTH_MIN else None)
     if size <= LATENCY_MAX:
         return Target("time", 0.9)
     if size >= BANDWIDTH_MIN:
@@ -422,7 +447,7 @@ def verdict_tables(results):
         groups[res.cell[:3]].append(res)
     for (transport, op, n), rows in groups.items():
         out.append(f"\n### {transport}, {op}, {n} ranks\n")
-        out.append("| size | meshcomm min / median (us) | best peer | peer min / median (us) "
+        out.append("| size | " + REFERENCE + " min / median (us) | best peer | peer min / median (us) "
                    "| target | median ratio [min-max] | rounds | verdict |")
         out.append("|---:|---:|---|---:|---|---:|---:|---|")
         for res in rows:
@@ -485,6 +510,7 @@ def report(out_dir, min_rounds=None):
         with open(settings_path) as f:
             settings = json.load(f)
     min_rounds = min_rounds or settings.get("rounds", 5)
+    use_reference(settings.get("reference", "meshcomm"))
     libs = settings.get("libs") or sorted({r.lib for r in runs}, key=lib_key)
     by_cell = defaultdict(list)
     for r in runs:
@@ -492,7 +518,7 @@ def report(out_dir, min_rounds=None):
     results = [summarize(c, by_cell[c], min_rounds, libs) for c in sorted(by_cell, key=cell_key)]
     peers = [l for l in libs if l != REFERENCE and any(l in r.peer_ratios for r in results)]
 
-    lines = ["# Per-cell comparison: meshcomm against its peers\n"]
+    lines = [f"# Per-cell comparison: {REFERENCE} against its peers\n"]
     loads = [r.load1 for r in runs if r.load1 is not None]
     stamps = sorted(r.timestamp for r in runs if r.timestamp)
     lines.append(f"Source: `{shown(os.path.join(out_dir, 'runs.csv'))}`, {len(runs)} runs"
@@ -506,11 +532,14 @@ def report(out_dir, min_rounds=None):
     lines.append(f"Rounds: at least {min_rounds}, at most {settings.get('max_rounds', '?')}; "
                  f"budget {settings.get('budget_min', '?')} min; stopped: "
                  f"{stopped.get(settings.get('stopped'), 'unknown')}.\n")
+    targets = ("time ratio <= 1.0 up to 64 KiB; time ratio <= 1.2 from 1 MiB; none in between"
+               if REFERENCE == "torch-meshcomm" else
+               "time ratio <= 0.9 up to 4 KiB; busbw ratio >= 1.0 from 64 KiB (>= 1.2 over shm "
+               "from 1 MiB); none in between")
     lines.append("A cell's best peer is the peer with the lowest median time in that cell; each "
-                 "round's ratio is meshcomm's against that peer's run of the same round. Targets: "
-                 "time ratio <= 0.9 up to 4 KiB; busbw ratio >= 1.0 from 64 KiB (>= 1.2 over shm "
-                 "from 1 MiB); none in between. A cell's ratios are in its target's measure: "
-                 "meshcomm time / peer time, or meshcomm busbw / peer busbw. "
+                 f"round's ratio is {REFERENCE}'s against that peer's run of the same round. "
+                 f"Targets: {targets}. A cell's ratios are in its target's measure: "
+                 f"{REFERENCE} time / peer time, or {REFERENCE} busbw / peer busbw. "
                  "met / missed: the median ratio and at least 80% "
                  f"of the rounds (and at least {min_rounds} rounds) on that side; otherwise "
                  "undecided. Method: `bench/percell.py --help`.\n")
@@ -524,8 +553,9 @@ def report(out_dir, min_rounds=None):
     lines.append("\n## Verdict per cell")
     lines.extend(tables)
 
-    lines.append("\n## Per peer: meshcomm time / peer time\n")
-    lines.append("Median of the per-round ratios [min-max] (rounds); below 1: meshcomm faster.\n")
+    lines.append(f"\n## Per peer: {REFERENCE} time / peer time\n")
+    lines.append(f"Median of the per-round ratios [min-max] (rounds); below 1: {REFERENCE} "
+                 "faster.\n")
     lines.append("| cell | " + " | ".join(peers) + " |")
     lines.append("|---|" + "---:|" * len(peers))
     for res in results:
@@ -587,7 +617,14 @@ def parse_args(argv):
     p.add_argument("--ops", help=f"default \"{DEFAULTS['ops']}\"")
     p.add_argument("--nranks", help=f"default \"{DEFAULTS['nranks']}\"")
     p.add_argument("--sizes", help=f"K, M, G suffixes (default \"{DEFAULTS['sizes']}\")")
-    p.add_argument("--libs", default=" ".join(LIBS), help="meshcomm and peers (default: all)")
+    p.add_argument("--libs", help="the reference and its peers (default: all but "
+                                  "torch-meshcomm; with --reference torch-meshcomm: "
+                                  "\"torch-meshcomm deepspeed\")")
+    p.add_argument("--reference", default="meshcomm", choices=REFERENCES,
+                   help="the library compared with the rest (default meshcomm); "
+                        "torch-meshcomm takes the torch targets: time <= 1.0x the best "
+                        "peer up to 64 KiB (against deepspeed), <= 1.2x from 1 MiB "
+                        "(against meshcomm, --libs \"torch-meshcomm meshcomm\")")
     p.add_argument("--rounds", type=positive, help="rounds of every cell (default 5)")
     p.add_argument("--max-rounds", type=positive, default=11,
                    help="rounds of a cell still undecided (default 11)")
@@ -618,9 +655,12 @@ def parse_args(argv):
 
     args.transports = words("transports", TRANSPORTS)
     args.ops = words("ops", OPS)
+    if args.libs is None:
+        args.libs = ("torch-meshcomm deepspeed" if args.reference == "torch-meshcomm" else
+                     " ".join(l for l in LIBS if l != "torch-meshcomm"))
     args.libs = words("libs", LIBS)
-    if REFERENCE not in args.libs:
-        p.error("--libs must include meshcomm, the library compared")
+    if args.reference not in args.libs:
+        p.error(f"--libs must include {args.reference}, the library compared")
     try:
         args.nranks = [positive(n) for n in args.nranks.split()]
         args.sizes = sorted({parse_size(s) for s in args.sizes.split()})
@@ -639,6 +679,8 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
+    if not args.report_only:
+        use_reference(args.reference)
     if args.report_only:
         if not os.path.exists(os.path.join(args.report_only, "runs.csv")):
             print(f"percell: no runs.csv in {args.report_only}", file=sys.stderr)
@@ -665,6 +707,7 @@ def main(argv):
     cells = [(t, op, n, s) for t in args.transports for op in args.ops
              for n in args.nranks for s in args.sizes]
     settings = {"command": shlex.join(["bench/percell.py", *argv]), "libs": args.libs,
+                "reference": args.reference,
                 "rounds": args.rounds, "max_rounds": args.max_rounds,
                 "budget_min": args.budget_min, "timeout_s": args.timeout, "extra": extra,
                 "cells": len(cells), "started": started}

@@ -226,6 +226,44 @@ def test_meshcomm_is_required():
         percell.parse_args(["--libs", "impi mpich5"])
 
 
+@pytest.fixture
+def through_torch():
+    percell.use_reference("torch-meshcomm")
+    yield
+    percell.use_reference("meshcomm")
+
+
+@pytest.mark.parametrize("size,expected", [
+    (8, Target("time", 1.0)),
+    (64 * KIB, Target("time", 1.0)),
+    (64 * KIB + 4, Target("time", None)),
+    (MIB, Target("time", 1.2)),
+    (16 * MIB, Target("time", 1.2)),
+])
+def test_torch_reference_takes_the_torch_targets(through_torch, size, expected):
+    assert target_for("shm", size) == expected
+
+
+def test_torch_reference_compares_torch_meshcomm(through_torch):
+    cell = ("shm", "all_reduce", 2, 8)
+    runs = runs_of(cell, {"torch-meshcomm": [5.0] * 5, "deepspeed": [5.5] * 5,
+                          "meshcomm": [0.3] * 5})
+    res = summarize(cell, runs, 5)
+    # meshcomm's C++ call is a peer here, and the fastest one.
+    assert res.best == "meshcomm" and res.verdict == "missed"
+    res = summarize(cell, [r for r in runs if r.lib != "meshcomm"], 5)
+    assert res.best == "deepspeed" and res.verdict == "met"
+    assert res.ratios == pytest.approx([5.0 / 5.5] * 5)
+
+
+def test_torch_reference_defaults_and_requirement():
+    a = percell.parse_args(["--reference", "torch-meshcomm"])
+    assert a.libs == ["torch-meshcomm", "deepspeed"]
+    assert "torch-meshcomm" not in percell.parse_args([]).libs
+    with pytest.raises(SystemExit):
+        percell.parse_args(["--reference", "torch-meshcomm", "--libs", "meshcomm deepspeed"])
+
+
 # ---- the driver, with a fake benchmark ----
 
 class Fake:

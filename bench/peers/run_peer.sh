@@ -11,7 +11,8 @@
 #              bench/peers/install_peers.sh), or meshcomm, openmpi (Debian's
 #              4.1), gloo (Debian's, bench/peers/gloo_bench.cc), torch-gloo
 #              (Debian's torch 1.13; bench/compare.sh --install-only --libs
-#              "openmpi gloo torch" installs their packages)
+#              "openmpi gloo torch" installs their packages), torch-meshcomm
+#              (torch.distributed on meshcomm's backend, with the build's venv)
 #   TRANSPORT  shm: the library's own choice among the ranks of one host
 #              (shared memory for all but gloo and torch-gloo, which only
 #              have TCP); tcp: TCP over loopback only
@@ -178,6 +179,15 @@ case "$LIB" in
     [[ "$TRANSPORT" == tcp ]] && export MESHCOMM_SHM=0
     run "$MESHCOMM_BUILD/bin/meshcomm-bench" "$OP" -n "$N" "${SWEEP[@]}" --csv \
       --time-limit "$TIMEOUT" "${EXTRA[@]}" ;;
+
+  torch-meshcomm)
+    # torch.distributed's functions on the meshcomm backend, as torch users
+    # call them (bench/peers/torch_bench.py, torch 2.x from the build's venv).
+    need "$MESHCOMM_BUILD/venv/bin/python" "make build makes the venv with torch"
+    [[ "$TRANSPORT" == tcp ]] && export MESHCOMM_SHM=0
+    export PYTHONPATH="$MESHCOMM_BUILD/python"
+    run "$MESHCOMM_BUILD/venv/bin/python" "$SRC/torch_bench.py" "$OP" -n "$N" "${SWEEP[@]}" \
+      --backend meshcomm --time-limit "$TIMEOUT" "${EXTRA[@]}" ;;
 
   gloo)
     # Gloo's only transport here is TCP (127.0.0.1), whatever TRANSPORT says.
