@@ -4,12 +4,12 @@
 // Python subclass of torch's ProcessGroup: torch's Python functions call
 // its methods directly, and torch's C++ callers (DDP, functional
 // collectives) reach them through torch's trampoline. Each hot method hands
-// its arguments here first (today all_reduce and broadcast). This module
-// takes torch's own objects as they
-// are (tensors, AllreduceOptions: it is built against the installed torch
-// and its pybind11, so it shares torch's type registry), checks them,
-// runs the operation on meshcomm's C++ group and returns a torch Work, with
-// no Python in between. Anything off the hot path (several tensors, a
+// its arguments here first (today all_reduce and broadcast), to plain
+// CPython functions that take torch's own objects as they are (tensors,
+// AllreduceOptions: the module is built against the installed torch and its
+// pybind11, so it shares torch's type registry), check them, run the
+// operation on meshcomm's C++ group and return a torch Work, with no Python
+// in between. Anything off the hot path (several tensors, a
 // strided or non-CPU tensor, a complex dtype, an op meshcomm builds in
 // Python, an asynchronous call) returns NotImplemented, and the Python
 // method does what it always did.
@@ -273,50 +273,54 @@ PyObject* guarded(Body&& body) {
 
 // ---- the calls -------------------------------------------------------------------
 
-// allreduce(group, tensors, opts): a torch Work, or NotImplemented.
-PyObject* allreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+// A call as torch makes it, (group, tensors, opts): a torch Work once the
+// operation ran, or NotImplemented when it is not one this part takes (not
+// exactly one tensor meshcomm reads in place, an asynchronous call, or
+// options `accept` refuses; accept fills the operation's own options).
+template <class Options, class Accept, class Issue>
+PyObject* blockingCall(PyObject* const* args, Py_ssize_t nargs, const char* usage,
+                       c10d::OpType type, Accept&& accept, Issue&& issue) {
   return guarded([&]() -> PyObject* {
-    if (nargs != 3) throw py::type_error("allreduce(group, tensors, opts)");
+    if (nargs != 3) throw py::type_error(usage);
     ProcessGroup* group = groupOf(args[0]);
     if (group == nullptr) return nullptr;
     const at::Tensor* tensor = onlyTensor(args[1]);
-    const auto* opts = optionsOf<c10d::AllreduceOptions>(args[2]);
-    if (tensor == nullptr || opts == nullptr || opts->asyncOp || opts->sparseIndices.has_value()) {
-      return notHere();
-    }
+    const Options* opts = optionsOf<Options>(args[2]);
+    if (tensor == nullptr || opts == nullptr || opts->asyncOp) return notHere();
     const std::optional<TensorRef> data = asIs(*tensor);
-    const std::optional<ReduceOp> op = reduceOpOf(opts->reduceOp);
-    if (!data || !op) return notHere();
     OpOptions o;
-    o.op = *op;
+    if (!data || !accept(*opts, o)) return notHere();
     o.timeout = timeoutOf(opts->timeout);
     o.blocking = true;
-    if (!runBlocking([&] { return group->allReduce(*data, o); })) return nullptr;
-    return poolOf(c10d::OpType::ALLREDUCE).workFor(*tensor);
+    if (!runBlocking([&] { return issue(*group, *data, o); })) return nullptr;
+    return poolOf(type).workFor(*tensor);
   });
 }
 
-// broadcast(group, tensors, opts): a torch Work, or NotImplemented. The root
-// is checked by meshcomm (a rank outside the group: ValueError).
+PyObject* allreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return blockingCall<c10d::AllreduceOptions>(
+      args, nargs, "allreduce(group, tensors, opts)", c10d::OpType::ALLREDUCE,
+      [](const c10d::AllreduceOptions& opts, OpOptions& o) {
+        const std::optional<ReduceOp> op = reduceOpOf(opts.reduceOp);
+        if (!op || opts.sparseIndices.has_value()) return false;
+        o.op = *op;
+        return true;
+      },
+      [](ProcessGroup& g, TensorRef data, const OpOptions& o) { return g.allReduce(data, o); });
+}
+
+// The root is checked by meshcomm (a rank outside the group: ValueError).
 PyObject* broadcast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  return guarded([&]() -> PyObject* {
-    if (nargs != 3) throw py::type_error("broadcast(group, tensors, opts)");
-    ProcessGroup* group = groupOf(args[0]);
-    if (group == nullptr) return nullptr;
-    const at::Tensor* tensor = onlyTensor(args[1]);
-    const auto* opts = optionsOf<c10d::BroadcastOptions>(args[2]);
-    if (tensor == nullptr || opts == nullptr || opts->asyncOp || opts->rootTensor != 0) {
-      return notHere();
-    }
-    const std::optional<TensorRef> data = asIs(*tensor);
-    if (!data || opts->rootRank < INT_MIN || opts->rootRank > INT_MAX) return notHere();
-    OpOptions o;
-    o.root = static_cast<int>(opts->rootRank);
-    o.timeout = timeoutOf(opts->timeout);
-    o.blocking = true;
-    if (!runBlocking([&] { return group->broadcast(*data, o); })) return nullptr;
-    return poolOf(c10d::OpType::BROADCAST).workFor(*tensor);
-  });
+  return blockingCall<c10d::BroadcastOptions>(
+      args, nargs, "broadcast(group, tensors, opts)", c10d::OpType::BROADCAST,
+      [](const c10d::BroadcastOptions& opts, OpOptions& o) {
+        if (opts.rootTensor != 0 || opts.rootRank < INT_MIN || opts.rootRank > INT_MAX) {
+          return false;
+        }
+        o.root = static_cast<int>(opts.rootRank);
+        return true;
+      },
+      [](ProcessGroup& g, TensorRef data, const OpOptions& o) { return g.broadcast(data, o); });
 }
 
 // Plain CPython functions: pybind11's dispatcher (argument casters, a type
