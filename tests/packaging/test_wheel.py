@@ -53,7 +53,7 @@ def _check_installed_job(installed, out):
 def test_wheel_holds_the_package_its_core_and_entry_points(installed):
     names = zipfile.ZipFile(installed.wheel).namelist()
     version = installed.wheel.name.split("-")[1]
-    for needed in ("meshcomm/__init__.py", "meshcomm/torch/__init__.py", "meshcomm/run.py",
+    for needed in ("meshcomm/__init__.py", "meshcomm/torch/__init__.py", "meshcomm/launch/__init__.py",
                    "meshcomm/diagnose.py", "meshcomm/libmeshcomm.so.0", "_meshcomm_autoload.py",
                    f"meshcomm-{version}.data/scripts/meshcomm-bench"):
         assert needed in names, f"{needed} missing from {installed.wheel.name}"
@@ -61,7 +61,7 @@ def test_wheel_holds_the_package_its_core_and_entry_points(installed):
     entry_points = zipfile.ZipFile(installed.wheel).read(
         f"meshcomm-{version}.dist-info/entry_points.txt").decode()
     assert re.search(r"\[torch\.backends\]\s+meshcomm = _meshcomm_autoload:register", entry_points)
-    for script in ("meshrun = meshcomm.run:main", "meshcomm-diagnose = meshcomm.diagnose:main"):
+    for script in ("meshrun = meshcomm.launch:main", "meshcomm-diagnose = meshcomm.diagnose:main"):
         assert script in entry_points, entry_points
     # One version, CMake's, everywhere.
     cmake_version = re.search(r"project\(meshcomm VERSION ([0-9.]+)",

@@ -114,7 +114,7 @@ def test_kill_shrink_twice(transport, tmp_path, free_port):
 def test_rank0_killed_under_meshrun(tmp_path):
     """meshrun hosts the store, so losing rank 0 leaves rendezvous up."""
     res = subprocess.run(
-        [sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "4",
+        [sys.executable, "-m", "meshcomm.launch", "--nproc-per-node", "4",
          "--on-worker-failure", "continue", JOB, "kill0", str(tmp_path)],
         env=_env("unused"), capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 128 + 9, res.stdout + res.stderr
@@ -288,7 +288,7 @@ def test_sys_exit_reported_at_once_under_meshrun(tmp_path):
     script = tmp_path / "leave.py"
     script.write_text(EXIT_SCRIPT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "3",
+        [sys.executable, "-m", "meshcomm.launch", "--nproc-per-node", "3",
          "--on-worker-failure", "continue", str(script)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     seen = {}
@@ -447,7 +447,7 @@ def test_shrink_group_argument_checks():
 def test_elastic_training_example_survives_two_kills():
     """examples/elastic_train.py: the loop of docs/fault-tolerance.md."""
     res = subprocess.run(
-        [sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "4",
+        [sys.executable, "-m", "meshcomm.launch", "--nproc-per-node", "4",
          "--on-worker-failure", "continue", os.path.join(ROOT, "examples", "elastic_train.py"),
          "--kill", "2@40", "--kill", "3@90"],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -474,7 +474,7 @@ def test_kill_shrink_twice_across_hosts(tmp_path, free_port):
             env = _env(job_id, PYTHONPATH=os.path.join(ROOT, "build", "python"),
                        MESHCOMM_HOST_ID=name, MESHCOMM_TIMEOUT_MS="40000")
             procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", name, sys.executable, "-m", "meshcomm.run",
+                ["ip", "netns", "exec", name, sys.executable, "-m", "meshcomm.launch",
                  "--nnodes", "2", "--node-rank", str(i), "--nproc-per-node", "2",
                  "--master-addr", hosts.addresses[0], "--master-port", str(free_port),
                  "--on-worker-failure", "continue", JOB, "kill", str(tmp_path)],
@@ -502,7 +502,7 @@ def test_restarted_workers_rejoin_the_launchers_store(tmp_path):
     script = tmp_path / "restart.py"
     script.write_text(RESTART_SCRIPT)
     res = subprocess.run(
-        [sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "3", "--max-restarts", "1",
+        [sys.executable, "-m", "meshcomm.launch", "--nproc-per-node", "3", "--max-restarts", "1",
          str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = [line.split() for line in res.stdout.splitlines() if "attempt" in line]

@@ -1,4 +1,4 @@
-"""Tests of the meshrun launcher (python/meshcomm/run.py, tools/meshrun):
+"""Tests of the meshrun launcher (python/meshcomm/launch/, tools/meshrun):
 the environment each worker gets, output forwarding and log files, failure
 handling and exit codes, signals, no orphaned processes, /dev/shm cleanup,
 two nodes on one machine, and a real C++ job when it has been built.
@@ -226,9 +226,9 @@ def test_double_dash(tmp_path):
     assert json_by_rank(res.stdout)[0]["argv"] == ["--", "-m", "y"]
 
 
-def test_python_dash_m_meshcomm_run(tmp_path):
+def test_python_dash_m_meshcomm_launch(tmp_path):
     script = worker_script(tmp_path, ENV_SCRIPT)
-    res = subprocess.run([sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "2",
+    res = subprocess.run([sys.executable, "-m", "meshcomm.launch", "--nproc-per-node", "2",
                           str(script)], env=meshrun_env(), capture_output=True, text=True,
                          timeout=RUN_TIMEOUT)
     assert res.returncode == 0, res.stderr

@@ -30,11 +30,11 @@ def test_torchrun():
 
 
 def test_meshrun():
-    _run([sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "2", JOB])
+    _run([sys.executable, "-m", "meshcomm.launch", "--nproc-per-node", "2", JOB])
 
 
 def test_meshrun_torch_backend_and_meshcomm_api_in_one_script():
-    _run([sys.executable, "-m", "meshcomm.run", "--nproc-per-node", "2",
+    _run([sys.executable, "-m", "meshcomm.launch", "--nproc-per-node", "2",
           os.path.join(HERE, "both_apis_job.py")])
 
 

@@ -14,7 +14,7 @@ The workers prune old folders when they write a dump; meshrun makes its
 job's folder before the workers start, holds it while they run, and removes
 it when every worker exited 0, which only meshrun knows.
 
-Standard library only, like the rest of meshrun.
+Standard library and meshcomm.diagnose only.
 """
 
 import fcntl
@@ -23,7 +23,7 @@ import re
 import signal
 import time
 
-from . import diagnose
+from meshcomm import diagnose
 
 # How long the live workers get to write their dumps after SIGUSR1. A dump
 # takes milliseconds; the margin is for a loaded machine.
