@@ -75,7 +75,6 @@ from compare_report import busbw, human, shown, sig  # noqa: E402
 RUN_PEER = os.path.join(HERE, "peers", "run_peer.sh")
 # The library compared with the others (--reference): meshcomm's C++ API,
 # or torch.distributed on meshcomm's backend (the torch targets).
-REFERENCE = "meshcomm"
 REFERENCES = ["meshcomm", "torch-meshcomm"]
 LIBS = ["meshcomm", "torch-meshcomm", "impi", "mpich5", "ompi5", "oneccl", "deepspeed",
         "openmpi", "gloo", "torch-gloo"]
@@ -115,12 +114,6 @@ class Target:
         return f"{self.measure} {'<=' if self.measure == 'time' else '>='} {self.bound:.1f}"
 
 
-def use_reference(lib):
-    """Makes `lib` the library compared (one of REFERENCES)."""
-    global REFERENCE
-    REFERENCE = lib
-
-
 # Through torch: up to 64 KiB no slower than the fastest peer (DeepSpeed's
 # shared-memory op called as a torch op); from 1 MiB within 1.2x of
 # meshcomm's C++ time.
@@ -128,8 +121,8 @@ TORCH_LATENCY_MAX = 64 << 10
 TORCH_BANDWIDTH_MIN = 1 << 20
 
 
-def target_for(transport, size):
-    if REFERENCE == "torch-meshcomm":
+def target_for(transport, size, reference="meshcomm"):
+    if reference == "torch-meshcomm":
         if size <= TORCH_LATENCY_MAX:
             return Target("time", 1.0)
         return Target("time", 1.2 if size >= TORCH_BANDWIDTH_MIN else None)
@@ -247,9 +240,9 @@ def run_busbw(run):
     return busbw(run.op, run.nranks, run.bytes, run.time_us)
 
 
-def summarize(cell, cell_runs, min_rounds, lib_order=LIBS):
+def summarize(cell, cell_runs, min_rounds, lib_order=LIBS, reference="meshcomm"):
     transport, _, _, size = cell
-    target = target_for(transport, size)
+    target = target_for(transport, size, reference)
     by_lib = defaultdict(dict)  # lib -> round -> run
     for r in cell_runs:
         if r.outcome == "ok":
@@ -260,11 +253,11 @@ def summarize(cell, cell_runs, min_rounds, lib_order=LIBS):
         bws = [run_busbw(r) for r in runs.values()]
         stats[lib] = LibStats(len(runs), min(times), statistics.median(times),
                               max(bws), statistics.median(bws))
-    mine = by_lib.get(REFERENCE, {})
+    mine = by_lib.get(reference, {})
     peer_ratios = {}
     for lib in sorted(by_lib, key=lambda l: lib_key(l, lib_order)):
         common = sorted(set(mine) & set(by_lib[lib]))
-        if lib != REFERENCE and common:
+        if lib != reference and common:
             peer_ratios[lib] = [mine[k].time_us / by_lib[lib][k].time_us for k in common]
     best = min(peer_ratios, key=lambda l: (stats[l].time_median, lib_key(l, lib_order)),
                default=None)
@@ -302,18 +295,19 @@ class Driver:
     in seconds."""
 
     def __init__(self, cells, libs, min_rounds, max_rounds, budget_s, measure, record,
-                 clock=time.monotonic, log=lambda text: None):
-        self.cells, self.libs = cells, libs
+                 clock=time.monotonic, log=lambda text: None, reference="meshcomm"):
+        self.cells, self.libs, self.reference = cells, libs, reference
         self.min_rounds, self.max_rounds, self.budget_s = min_rounds, max_rounds, budget_s
         self.measure, self.record, self.clock, self.log = measure, record, clock, log
         self.runs = defaultdict(list)  # cell -> [Run]
 
     def wants_round(self, cell, rnd):
         active = active_libs(self.libs, self.runs[cell])
-        if REFERENCE not in active or len(active) < 2:
+        if self.reference not in active or len(active) < 2:
             return False
         return (rnd <= self.min_rounds or
-                summarize(cell, self.runs[cell], self.min_rounds, self.libs).verdict == "undecided")
+                summarize(cell, self.runs[cell], self.min_rounds, self.libs,
+                          self.reference).verdict == "undecided")
 
     def round(self, cell, rnd):
         order = rotation(active_libs(self.libs, self.runs[cell]), rnd)
@@ -439,7 +433,7 @@ def cell_name(cell):
     return f"{transport} {op} {n} ranks {human(size)}"
 
 
-def verdict_tables(results):
+def verdict_tables(results, reference):
     """One markdown table per (transport, op, nranks), rows by size."""
     out = []
     groups = defaultdict(list)
@@ -447,18 +441,18 @@ def verdict_tables(results):
         groups[res.cell[:3]].append(res)
     for (transport, op, n), rows in groups.items():
         out.append(f"\n### {transport}, {op}, {n} ranks\n")
-        out.append("| size | " + REFERENCE + " min / median (us) | best peer | peer min / median (us) "
+        out.append("| size | " + reference + " min / median (us) | best peer | peer min / median (us) "
                    "| target | median ratio [min-max] | rounds | verdict |")
         out.append("|---:|---:|---|---:|---|---:|---:|---|")
         for res in rows:
             best = res.best or "none"
-            out.append(f"| {human(res.cell[3])} | {fmt_pair(res.stats.get(REFERENCE))} | {best} "
+            out.append(f"| {human(res.cell[3])} | {fmt_pair(res.stats.get(reference))} | {best} "
                        f"| {fmt_pair(res.stats.get(res.best))} | {res.target} "
                        f"| {fmt_ratios(res.ratios)} | {len(res.ratios)} | {res.verdict} |")
     return out
 
 
-def plot(results, libs, out_dir):
+def plot(results, libs, out_dir, reference):
     """percell_OP.png per op: median time against size, log-log, one line
     per library, one subplot per (nranks, transport). Returns the paths."""
     import matplotlib
@@ -482,7 +476,7 @@ def plot(results, libs, out_dir):
                     pts = [(r.cell[3], r.stats[lib].time_median) for r in cells if lib in r.stats]
                     if pts:
                         ax.plot(*zip(*pts), marker="o", markersize=4, color=colors[lib],
-                                linewidth=2.5 if lib == REFERENCE else 1.2, label=lib)
+                                linewidth=2.5 if lib == reference else 1.2, label=lib)
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
                 ax.set_xticks([r.cell[3] for r in cells], [human(r.cell[3]) for r in cells])
@@ -510,15 +504,16 @@ def report(out_dir, min_rounds=None):
         with open(settings_path) as f:
             settings = json.load(f)
     min_rounds = min_rounds or settings.get("rounds", 5)
-    use_reference(settings.get("reference", "meshcomm"))
+    reference = settings.get("reference", "meshcomm")
     libs = settings.get("libs") or sorted({r.lib for r in runs}, key=lib_key)
     by_cell = defaultdict(list)
     for r in runs:
         by_cell[r.cell].append(r)
-    results = [summarize(c, by_cell[c], min_rounds, libs) for c in sorted(by_cell, key=cell_key)]
-    peers = [l for l in libs if l != REFERENCE and any(l in r.peer_ratios for r in results)]
+    results = [summarize(c, by_cell[c], min_rounds, libs, reference)
+               for c in sorted(by_cell, key=cell_key)]
+    peers = [l for l in libs if l != reference and any(l in r.peer_ratios for r in results)]
 
-    lines = [f"# Per-cell comparison: {REFERENCE} against its peers\n"]
+    lines = [f"# Per-cell comparison: {reference} against its peers\n"]
     loads = [r.load1 for r in runs if r.load1 is not None]
     stamps = sorted(r.timestamp for r in runs if r.timestamp)
     lines.append(f"Source: `{shown(os.path.join(out_dir, 'runs.csv'))}`, {len(runs)} runs"
@@ -533,13 +528,13 @@ def report(out_dir, min_rounds=None):
                  f"budget {settings.get('budget_min', '?')} min; stopped: "
                  f"{stopped.get(settings.get('stopped'), 'unknown')}.\n")
     targets = ("time ratio <= 1.0 up to 64 KiB; time ratio <= 1.2 from 1 MiB; none in between"
-               if REFERENCE == "torch-meshcomm" else
+               if reference == "torch-meshcomm" else
                "time ratio <= 0.9 up to 4 KiB; busbw ratio >= 1.0 from 64 KiB (>= 1.2 over shm "
                "from 1 MiB); none in between")
     lines.append("A cell's best peer is the peer with the lowest median time in that cell; each "
-                 f"round's ratio is {REFERENCE}'s against that peer's run of the same round. "
+                 f"round's ratio is {reference}'s against that peer's run of the same round. "
                  f"Targets: {targets}. A cell's ratios are in its target's measure: "
-                 f"{REFERENCE} time / peer time, or {REFERENCE} busbw / peer busbw. "
+                 f"{reference} time / peer time, or {reference} busbw / peer busbw. "
                  "met / missed: the median ratio and at least 80% "
                  f"of the rounds (and at least {min_rounds} rounds) on that side; otherwise "
                  "undecided. Method: `bench/percell.py --help`.\n")
@@ -549,12 +544,12 @@ def report(out_dir, min_rounds=None):
     summary = "Verdicts: " + (", ".join(f"{v} {counts[v]}" for v in VERDICT_ORDER if counts[v])
                               or "none") + "."
     lines.append(summary)
-    tables = verdict_tables(results)
+    tables = verdict_tables(results, reference)
     lines.append("\n## Verdict per cell")
     lines.extend(tables)
 
-    lines.append(f"\n## Per peer: {REFERENCE} time / peer time\n")
-    lines.append(f"Median of the per-round ratios [min-max] (rounds); below 1: {REFERENCE} "
+    lines.append(f"\n## Per peer: {reference} time / peer time\n")
+    lines.append(f"Median of the per-round ratios [min-max] (rounds); below 1: {reference} "
                  "faster.\n")
     lines.append("| cell | " + " | ".join(peers) + " |")
     lines.append("|---|" + "---:|" * len(peers))
@@ -585,7 +580,7 @@ def report(out_dir, min_rounds=None):
 
     lines.append("\n## Plots\n")
     try:
-        paths = plot(results, libs, out_dir)
+        paths = plot(results, libs, out_dir, reference)
         lines.extend(f"- `{shown(p)}`" for p in paths)
     except ImportError:
         lines.append("None: matplotlib is not importable (Debian's python3-matplotlib).")
@@ -679,8 +674,6 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    if not args.report_only:
-        use_reference(args.reference)
     if args.report_only:
         if not os.path.exists(os.path.join(args.report_only, "runs.csv")):
             print(f"percell: no runs.csv in {args.report_only}", file=sys.stderr)
@@ -733,7 +726,7 @@ def main(argv):
 
         driver = Driver(cells, args.libs, args.rounds, args.max_rounds, args.budget_min * 60,
                         lambda lib, cell: run_peer(lib, cell, args.timeout, extra), record,
-                        log=say)
+                        log=say, reference=args.reference)
 
         def stop(signum, frame):
             raise KeyboardInterrupt

@@ -226,13 +226,6 @@ def test_meshcomm_is_required():
         percell.parse_args(["--libs", "impi mpich5"])
 
 
-@pytest.fixture
-def through_torch():
-    percell.use_reference("torch-meshcomm")
-    yield
-    percell.use_reference("meshcomm")
-
-
 @pytest.mark.parametrize("size,expected", [
     (8, Target("time", 1.0)),
     (64 * KIB, Target("time", 1.0)),
@@ -240,18 +233,19 @@ def through_torch():
     (MIB, Target("time", 1.2)),
     (16 * MIB, Target("time", 1.2)),
 ])
-def test_torch_reference_takes_the_torch_targets(through_torch, size, expected):
-    assert target_for("shm", size) == expected
+def test_torch_reference_takes_the_torch_targets(size, expected):
+    assert target_for("shm", size, "torch-meshcomm") == expected
 
 
-def test_torch_reference_compares_torch_meshcomm(through_torch):
+def test_torch_reference_compares_torch_meshcomm():
     cell = ("shm", "all_reduce", 2, 8)
     runs = runs_of(cell, {"torch-meshcomm": [5.0] * 5, "deepspeed": [5.5] * 5,
                           "meshcomm": [0.3] * 5})
-    res = summarize(cell, runs, 5)
+    res = summarize(cell, runs, 5, reference="torch-meshcomm")
     # meshcomm's C++ call is a peer here, and the fastest one.
     assert res.best == "meshcomm" and res.verdict == "missed"
-    res = summarize(cell, [r for r in runs if r.lib != "meshcomm"], 5)
+    res = summarize(cell, [r for r in runs if r.lib != "meshcomm"], 5,
+                    reference="torch-meshcomm")
     assert res.best == "deepspeed" and res.verdict == "met"
     assert res.ratios == pytest.approx([5.0 / 5.5] * 5)
 
@@ -432,3 +426,22 @@ def test_run_peer_kills_a_run_that_outlasts_its_timeout(fake_run_peer):
     assert (res["outcome"], res["exit"], res["note"]) == ("fail", 124, "timed out")
     # 1 s timeout + 1 s grace + 0.5 s for SIGTERM, then SIGKILL.
     assert percell.time.monotonic() - t0 < 10
+
+
+def test_driver_compares_the_given_reference():
+    # With torch-meshcomm compared, a cell without it is not run; one with it
+    # and a peer is, and stops once decided.
+    cell = ("shm", "all_reduce", 2, 8)
+    fake = Fake({("torch-meshcomm", cell): [5], ("deepspeed", cell): [6]})
+    recorded = []
+    d = Driver([cell], ["torch-meshcomm", "deepspeed"], 5, 11, 1e9, fake.measure,
+               recorded.append, clock=lambda: fake.now, reference="torch-meshcomm")
+    d.run()
+    assert len(recorded) == 10
+    res = summarize(cell, d.runs[cell], 5, reference="torch-meshcomm")
+    assert res.best == "deepspeed" and res.verdict == "met"
+    fake = Fake({("deepspeed", cell): [6]})
+    d = Driver([cell], ["deepspeed"], 5, 11, 1e9, fake.measure, [].append,
+               clock=lambda: fake.now, reference="torch-meshcomm")
+    d.run()
+    assert fake.calls == []
