@@ -32,9 +32,9 @@ class RingAndChain : public ::testing::TestWithParam<TransportCase> {};
 TEST_P(RingAndChain, ForcedWithSmallChunks) {
   runForced(GetParam(),
             {"ring/chain/reduce_scatter_gather chunk=4096",
-             {Family::kAllReduce, Family::kBroadcast, Family::kReduce, Family::kReduceScatterTensor,
-              Family::kReduceScatterTensorUneven, Family::kAllGather, Family::kAllGatherIntoTensor,
-              Family::kAllGatherIntoTensorUneven}},
+             {Operation::kAllReduce, Operation::kBroadcast, Operation::kReduce, Operation::kReduceScatterTensor,
+              Operation::kReduceScatterTensorUneven, Operation::kAllGather, Operation::kAllGatherIntoTensor,
+              Operation::kAllGatherIntoTensorUneven}},
             {{"MESHCOMM_ALGO_ALLREDUCE", "ring"},
              {"MESHCOMM_ALGO_BROADCAST", "chain"},
              {"MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather"},
@@ -58,8 +58,8 @@ class RecursiveDoublingAndTree : public ::testing::TestWithParam<TransportCase> 
 TEST_P(RecursiveDoublingAndTree, ForcedWithOddChunks) {
   runForced(GetParam(),
             {"recursive_doubling/binomial_tree/bruck chunk=6000",
-             {Family::kAllReduce, Family::kBroadcast, Family::kReduce, Family::kAllGather,
-              Family::kAllGatherIntoTensor, Family::kAllGatherIntoTensorUneven}},
+             {Operation::kAllReduce, Operation::kBroadcast, Operation::kReduce, Operation::kAllGather,
+              Operation::kAllGatherIntoTensor, Operation::kAllGatherIntoTensorUneven}},
             {{"MESHCOMM_ALGO_ALLREDUCE", "recursive_doubling"},
              {"MESHCOMM_ALGO_BROADCAST", "binomial_tree"},
              {"MESHCOMM_ALGO_REDUCE", "binomial_tree"},

@@ -43,7 +43,7 @@ TEST_P(ShmAlgorithms, SliceParallelAllReduceWithTinySlots) {
 }
 
 TEST_P(ShmAlgorithms, OneShotAllReduceWithOddSlots) {
-  MatrixSpec spec{"shm_oneshot slot=12288", {Family::kAllReduce, Family::kReduce}, true};
+  MatrixSpec spec{"shm_oneshot slot=12288", {Operation::kAllReduce, Operation::kReduce}, true};
   runMatrix(spec, {{"MESHCOMM_ALGO_ALLREDUCE", "shm_oneshot"}, {"MESHCOMM_SHM_SLOT_BYTES", "12288"}});
 }
 
@@ -56,7 +56,7 @@ TEST_P(ShmAlgorithms, StreamedOutputs) {
 }
 
 TEST_P(ShmAlgorithms, SingleCopyAllReduce) {
-  MatrixSpec spec{"shm_single_copy", {Family::kAllReduce}, true};
+  MatrixSpec spec{"shm_single_copy", {Operation::kAllReduce}, true};
   runMatrix(spec, {{"MESHCOMM_ALGO_ALLREDUCE", "shm_single_copy"}});
 }
 
