@@ -11,6 +11,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_run  # noqa: E402
 import percell  # noqa: E402
 from percell import Driver, Run, Target, decide, rotation, summarize, target_for  # noqa: E402
 
@@ -390,9 +391,9 @@ esac
 def fake_run_peer(tmp_path, monkeypatch):
     script = tmp_path / "run_peer.sh"
     script.write_text(FAKE_RUN_PEER)
-    monkeypatch.setattr(percell, "RUN_PEER", str(script))
-    monkeypatch.setattr(percell, "GRACE_S", 1)
-    monkeypatch.setattr(percell, "STOP_WAIT_S", 0.5)
+    monkeypatch.setattr(peer_run, "RUN_PEER", str(script))
+    monkeypatch.setattr(peer_run, "GRACE_S", 1)
+    monkeypatch.setattr(peer_run, "STOP_WAIT_S", 0.5)
 
 
 @pytest.mark.parametrize("lib,outcome,exit_code,note", [
@@ -407,7 +408,7 @@ def fake_run_peer(tmp_path, monkeypatch):
     ("silent", "fail", 0, "no CSV on stdout"),
 ])
 def test_run_peer_outcomes(fake_run_peer, lib, outcome, exit_code, note):
-    res = percell.run_peer(lib, ("shm", "all_reduce", 2, 8), 60, [])
+    res = peer_run.run_peer(lib, ("shm", "all_reduce", 2, 8), 60, [])
     assert (res["outcome"], res["exit"], res.get("note", "")) == (outcome, exit_code, note)
     assert res["timestamp"] and res["load1"] is not None
     if lib == "ok":
@@ -415,14 +416,14 @@ def test_run_peer_outcomes(fake_run_peer, lib, outcome, exit_code, note):
 
 
 def test_run_peer_short_row_is_a_failure(fake_run_peer):
-    res = percell.run_peer("short", ("shm", "all_reduce", 2, 8), 60, [])
+    res = peer_run.run_peer("short", ("shm", "all_reduce", 2, 8), 60, [])
     assert (res["outcome"], res["exit"]) == ("fail", 0)
     assert res["note"].startswith("unreadable row: ")
 
 
 def test_run_peer_kills_a_run_that_outlasts_its_timeout(fake_run_peer):
     t0 = percell.time.monotonic()
-    res = percell.run_peer("hang", ("shm", "all_reduce", 2, 8), 1, [])
+    res = peer_run.run_peer("hang", ("shm", "all_reduce", 2, 8), 1, [])
     assert (res["outcome"], res["exit"], res["note"]) == ("fail", 124, "timed out")
     # 1 s timeout + 1 s grace + 0.5 s for SIGTERM, then SIGKILL.
     assert percell.time.monotonic() - t0 < 10
