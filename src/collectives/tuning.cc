@@ -260,14 +260,6 @@ size_t pipelineChunkBytes(size_t bytes) {
   return std::min(std::max<size_t>(bytes, 1), configured);
 }
 
-size_t exchangePieceBytes(size_t bytes) {
-  static const int64_t configured =
-      std::max<int64_t>(0, envIntOr("MESHCOMM_EXCHANGE_PIECE_BYTES", 256 << 10));
-  if (configured == 0 || bytes <= static_cast<uint64_t>(configured)) return std::max<size_t>(bytes, 1);
-  // Few enough pieces that every exchange's steps fit in one phase.
-  return std::max<size_t>(static_cast<size_t>(configured), (bytes + 1023) / 1024);
-}
-
 size_t hierarchicalPieceBytes(size_t bytes) {
   // Pieces of 4 MiB fit in the sockets' buffers as the kernel sizes them,
   // so a leader's exchange moves while it works in shared memory; smaller

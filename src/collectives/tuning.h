@@ -64,11 +64,6 @@ const char* algorithmName(Algorithm algo);
 // Bytes per pipelined chunk for a message of `bytes`.
 size_t pipelineChunkBytes(size_t bytes);
 
-// Bytes per piece of one recursive-doubling exchange of `bytes` over TCP,
-// each piece reduced while the next moves (MESHCOMM_EXCHANGE_PIECE_BYTES,
-// default 256 KiB; 0: the whole buffer at once). At most 1024 pieces.
-size_t exchangePieceBytes(size_t bytes);
-
 // Bytes per piece of the pipelined hierarchical all_reduce between two
 // hosts for a buffer of `bytes` (MESHCOMM_HIER_PIECE_BYTES, default 4 MiB);
 // 0: not pipelined (the buffer is small, or pipelining is turned off).

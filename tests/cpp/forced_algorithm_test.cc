@@ -48,9 +48,8 @@ INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, RingAndChain,
 
 // Recursive doubling all-reduce (including the non-power-of-two fold-in),
 // binomial-tree broadcast and reduce, and Bruck's all-gather at every size
-// (the default only up to 1 MiB), with a chunk size (6000 bytes) and
-// exchange pieces (1000 bytes) that are not a multiple of every element
-// size. The waits do not spin and yield
+// (the default only up to 1 MiB), with a chunk size (6000 bytes) that is
+// not a multiple of every element size. The waits do not spin and yield
 // for up to a second before sleeping (what TCP waits do when ranks
 // outnumber cores), so that path runs whatever the machine's cores.
 class RecursiveDoublingAndTree : public ::testing::TestWithParam<TransportCase> {};
@@ -65,7 +64,6 @@ TEST_P(RecursiveDoublingAndTree, ForcedWithOddChunks) {
              {"MESHCOMM_ALGO_REDUCE", "binomial_tree"},
              {"MESHCOMM_ALGO_ALLGATHER", "bruck"},
              {"MESHCOMM_CHUNK_BYTES", "6000"},
-             {"MESHCOMM_EXCHANGE_PIECE_BYTES", "1000"},
              {"MESHCOMM_SPIN_US", "0"},
              {"MESHCOMM_TCP_YIELD_US", "1000000"}});
 }

@@ -265,22 +265,6 @@ TEST(TuningForced, PipelineChunks) {
   inFreshProcess("MESHCOMM_CHUNK_BYTES", "100", [] { CHILD_CHECK(pipelineChunkBytes(MiB) == 4096); });
 }
 
-// Pieces of a recursive-doubling exchange: 256 KiB by default, the whole
-// buffer up to that or with MESHCOMM_EXCHANGE_PIECE_BYTES=0, and never more
-// than 1024 pieces.
-TEST(TuningForced, ExchangePieces) {
-  inFreshProcess("MESHCOMM_EXCHANGE_PIECE_BYTES", nullptr, [] {
-    CHILD_CHECK(exchangePieceBytes(MiB) == 256 * 1024);
-    CHILD_CHECK(exchangePieceBytes(1000) == 1000);
-    CHILD_CHECK(exchangePieceBytes(0) == 1);
-    CHILD_CHECK(exchangePieceBytes(1024 * MiB) == MiB);
-  });
-  inFreshProcess("MESHCOMM_EXCHANGE_PIECE_BYTES", "0",
-                 [] { CHILD_CHECK(exchangePieceBytes(64 * MiB) == 64 * MiB); });
-  inFreshProcess("MESHCOMM_EXCHANGE_PIECE_BYTES", "1000",
-                 [] { CHILD_CHECK(exchangePieceBytes(4000) == 1000); });
-}
-
 }  // namespace
 }  // namespace test
 }  // namespace meshcomm

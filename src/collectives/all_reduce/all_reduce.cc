@@ -28,38 +28,6 @@ namespace {
 // other's signature, so ranks that disagree (a different op) fail without
 // any output holding a partial result. Two ranks make one exchange, whose
 // receive is checked before anything is written.
-//
-// An exchange of a large buffer runs in pieces (exchangePieceBytes): each
-// piece is reduced as soon as it arrived and this rank's own send of it is
-// done (that send reads what the reduction overwrites), so reducing one
-// piece overlaps moving the next.
-void exchangeAndReduce(Comm& comm, int partner, uint8_t* acc, uint8_t* tmp,
-                       const std::vector<Chunk>& pieces, size_t es, DType dtype, ReduceOp op,
-                       uint32_t firstStep) {
-  if (pieces.size() == 1) {
-    const size_t bytes = pieces[0].count * es;
-    comm.sendRecv(partner, acc, bytes, partner, tmp, bytes, firstStep);
-    reduce::reduceInPlace(op, dtype, acc, tmp, pieces[0].count);
-    return;
-  }
-  std::vector<RequestPtr> sends, recvs;
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    sends.push_back(comm.send(partner, firstStep + static_cast<uint32_t>(k),
-                              acc + pieces[k].offset * es, pieces[k].count * es));
-  }
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    recvs.push_back(comm.recv(partner, firstStep + static_cast<uint32_t>(k),
-                              tmp + pieces[k].offset * es, pieces[k].count * es));
-  }
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    const RequestPtr both[2] = {sends[k], recvs[k]};
-    comm.wait(both);
-    const size_t o = pieces[k].offset * es;
-    reduce::reduceInPlace(op, dtype, acc + o, tmp + o, pieces[k].count);
-  }
-  comm.waitAll();
-}
-
 void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -87,27 +55,20 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
   } else {
     vr = r - rem;
   }
-  // Steps: 0 the fold-in, then one per piece of each exchange, then the
-  // hand-back.
-  const size_t es = dtypeSize(dtype);
-  const std::vector<Chunk> pieces =
-      chunksOf(count, std::max<size_t>(1, exchangePieceBytes(bytes) / std::max<size_t>(es, 1)));
-  const auto perExchange = static_cast<uint32_t>(pieces.size());
-  uint32_t step = 1;
   if (vr >= 0) {
-    for (int mask = 1; mask < p2; mask <<= 1, step += perExchange) {
+    uint32_t step = 1;
+    for (int mask = 1; mask < p2; mask <<= 1, ++step) {
       int vpartner = vr ^ mask;
       int partner = vpartner < rem ? vpartner * 2 + 1 : vpartner + rem;
-      exchangeAndReduce(comm, partner, acc, tmp, pieces, es, dtype, op, step);
+      comm.sendRecv(partner, acc, bytes, partner, tmp, bytes, step);
+      reduce::reduceInPlace(op, dtype, acc, tmp, count);
     }
-  } else {
-    for (int mask = 1; mask < p2; mask <<= 1) step += perExchange;
   }
   if (r < 2 * rem) {
     if (r % 2 == 1) {
-      comm.send(r - 1, step, acc, bytes);
+      comm.send(r - 1, 63, acc, bytes);
     } else {
-      comm.recv(r + 1, step, data, bytes);
+      comm.recv(r + 1, 63, data, bytes);
     }
     comm.waitAll();
   }
