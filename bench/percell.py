@@ -72,9 +72,11 @@ from compare_report import busbw, human, shown, sig  # noqa: E402
 from peer_run import run_peer, utc_now  # noqa: E402
 
 # The library compared with the others (--reference): meshcomm's C++ API,
-# or torch.distributed on meshcomm's backend (the torch targets).
-REFERENCES = ["meshcomm", "torch-meshcomm"]
-LIBS = ["meshcomm", "torch-meshcomm", "impi", "mpich5", "ompi5", "oneccl", "deepspeed",
+# or meshcomm through torch (the torch targets): torch.distributed on
+# meshcomm's backend, or meshcomm.torch.all_reduce_.
+REFERENCES = ["meshcomm", "torch-meshcomm", "torch-meshcomm-op"]
+TORCH_REFERENCES = ["torch-meshcomm", "torch-meshcomm-op"]
+LIBS = ["meshcomm", "torch-meshcomm", "torch-meshcomm-op", "impi", "mpich5", "ompi5", "oneccl", "deepspeed",
         "openmpi", "gloo", "torch-gloo"]
 OPS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"]
 TRANSPORTS = ["shm", "tcp"]
@@ -115,7 +117,7 @@ TORCH_BANDWIDTH_MIN = 1 << 20
 
 
 def target_for(transport, size, reference="meshcomm"):
-    if reference == "torch-meshcomm":
+    if reference in TORCH_REFERENCES:
         if size <= TORCH_LATENCY_MAX:
             return Target("time", 1.0)
         return Target("time", 1.2 if size >= TORCH_BANDWIDTH_MIN else None)
@@ -446,7 +448,7 @@ def report(out_dir, min_rounds=None):
                  f"budget {settings.get('budget_min', '?')} min; stopped: "
                  f"{stopped.get(settings.get('stopped'), 'unknown')}.\n")
     targets = ("time ratio <= 1.0 up to 64 KiB; time ratio <= 1.2 from 1 MiB; none in between"
-               if reference == "torch-meshcomm" else
+               if reference in TORCH_REFERENCES else
                "time ratio <= 0.9 up to 4 KiB; busbw ratio >= 1.0 from 64 KiB (>= 1.2 over shm "
                "from 1 MiB); none in between")
     lines.append("A cell's best peer is the peer with the lowest median time in that cell; each "
@@ -531,12 +533,13 @@ def parse_args(argv):
     p.add_argument("--nranks", help=f"default \"{DEFAULTS['nranks']}\"")
     p.add_argument("--sizes", help=f"K, M, G suffixes (default \"{DEFAULTS['sizes']}\")")
     p.add_argument("--libs", help="the reference and its peers (default: all but "
-                                  "torch-meshcomm; with --reference torch-meshcomm: "
-                                  "\"torch-meshcomm deepspeed\")")
+                                  "the torch-meshcomm ones; with --reference torch-meshcomm: "
+                                  "\"torch-meshcomm deepspeed\", and so for torch-meshcomm-op)")
     p.add_argument("--reference", default="meshcomm", choices=REFERENCES,
                    help="the library compared with the rest (default meshcomm); "
-                        "torch-meshcomm takes the torch targets: time <= 1.0x the best "
-                        "peer up to 64 KiB (against deepspeed), <= 1.2x from 1 MiB "
+                        "torch-meshcomm (dist.all_reduce) and torch-meshcomm-op "
+                        "(meshcomm.torch.all_reduce_) take the torch targets: time <= 1.0x "
+                        "the best peer up to 64 KiB (against deepspeed), <= 1.2x from 1 MiB "
                         "(against meshcomm, --libs \"torch-meshcomm meshcomm\")")
     p.add_argument("--rounds", type=positive, help="rounds of every cell (default 5)")
     p.add_argument("--max-rounds", type=positive, default=11,
@@ -569,8 +572,8 @@ def parse_args(argv):
     args.transports = words("transports", TRANSPORTS)
     args.ops = words("ops", OPS)
     if args.libs is None:
-        args.libs = ("torch-meshcomm deepspeed" if args.reference == "torch-meshcomm" else
-                     " ".join(l for l in LIBS if l != "torch-meshcomm"))
+        args.libs = (f"{args.reference} deepspeed" if args.reference in TORCH_REFERENCES else
+                     " ".join(l for l in LIBS if l not in TORCH_REFERENCES))
     args.libs = words("libs", LIBS)
     if args.reference not in args.libs:
         p.error(f"--libs must include {args.reference}, the library compared")

@@ -259,6 +259,14 @@ def test_torch_reference_defaults_and_requirement():
         percell.parse_args(["--reference", "torch-meshcomm", "--libs", "meshcomm deepspeed"])
 
 
+def test_torch_op_reference_takes_the_torch_targets():
+    a = percell.parse_args(["--reference", "torch-meshcomm-op"])
+    assert a.libs == ["torch-meshcomm-op", "deepspeed"]
+    assert "torch-meshcomm-op" not in percell.parse_args([]).libs
+    assert target_for("shm", 8, "torch-meshcomm-op") == target_for("shm", 8, "torch-meshcomm")
+    assert target_for("shm", 8, "torch-meshcomm-op").bound == 1.0
+
+
 # ---- the driver, with a fake benchmark ----
 
 class Fake:

@@ -1,5 +1,5 @@
 # meshcomm.torch._native, the torch backend's hot path in C++
-# (python/src/torch/native.cc), built against the torch that
+# (python/src/torch/native.cc) and torch.ops.meshcomm (operators.cc), built against the torch that
 # MESHCOMM_TORCH_PYTHON imports: torch's C++ ABI changes between releases,
 # so the module is built for exactly the torch it runs with. With no such
 # interpreter the backend runs its Python path alone (the same behaviour,
@@ -26,6 +26,8 @@ if(MESHCOMM_TORCH_PYTHON)
 
   Python_add_library(meshcomm_torch_native MODULE WITH_SOABI
     ${PROJECT_SOURCE_DIR}/python/src/torch/native.cc
+    ${PROJECT_SOURCE_DIR}/python/src/torch/blocking.cc
+    ${PROJECT_SOURCE_DIR}/python/src/torch/operators.cc
     ${PROJECT_SOURCE_DIR}/python/src/error_names.cc)
   # torch's headers, and its own pybind11 (first: the module must share
   # torch's pybind11 type registry, which another pybind11 cannot), as

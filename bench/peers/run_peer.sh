@@ -12,7 +12,8 @@
 #              4.1), gloo (Debian's, bench/peers/gloo_bench.cc), torch-gloo
 #              (Debian's torch 1.13; bench/compare.sh --install-only --libs
 #              "openmpi gloo torch" installs their packages), torch-meshcomm
-#              (torch.distributed on meshcomm's backend, with the build's venv)
+#              (torch.distributed on meshcomm's backend, with the build's venv),
+#              torch-meshcomm-op (meshcomm.torch.all_reduce_, the same venv)
 #   TRANSPORT  shm: the library's own choice among the ranks of one host
 #              (shared memory for all but gloo and torch-gloo, which only
 #              have TCP); tcp: TCP over loopback only
@@ -180,14 +181,20 @@ case "$LIB" in
     run "$MESHCOMM_BUILD/bin/meshcomm-bench" "$OP" -n "$N" "${SWEEP[@]}" --csv \
       --time-limit "$TIMEOUT" "${EXTRA[@]}" ;;
 
-  torch-meshcomm)
+  torch-meshcomm|torch-meshcomm-op)
     # torch.distributed's functions on the meshcomm backend, as torch users
-    # call them (bench/peers/torch_bench.py, torch 2.x from the build's venv).
+    # call them, or (-op, all_reduce only) meshcomm.torch.all_reduce_
+    # (bench/peers/torch_bench.py, torch 2.x from the build's venv).
     need "$MESHCOMM_BUILD/venv/bin/python" "make build makes the venv with torch"
+    backend=meshcomm
+    if [[ "$LIB" == torch-meshcomm-op ]]; then
+      [[ "$OP" == all_reduce ]] || unsupported "torch-meshcomm-op: meshcomm.torch has only all_reduce_"
+      backend=meshcomm-op
+    fi
     [[ "$TRANSPORT" == tcp ]] && export MESHCOMM_SHM=0
     export PYTHONPATH="$MESHCOMM_BUILD/python"
     run "$MESHCOMM_BUILD/venv/bin/python" "$SRC/torch_bench.py" "$OP" -n "$N" "${SWEEP[@]}" \
-      --backend meshcomm --time-limit "$TIMEOUT" "${EXTRA[@]}" ;;
+      --backend "$backend" --time-limit "$TIMEOUT" "${EXTRA[@]}" ;;
 
   gloo)
     # Gloo's only transport here is TCP (127.0.0.1), whatever TRANSPORT says.

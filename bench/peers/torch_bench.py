@@ -29,7 +29,12 @@ Sizes with fewer than one float per rank are skipped (noted on stderr).
 backend (meshcomm.torch, needs torch 2.x and meshcomm on PYTHONPATH); or
 meshcomm-api, the same calls made through meshcomm's own Python API on the
 same torch tensors (the reference the backend's overhead is measured
-against).
+against); or meshcomm-op (all_reduce only): meshcomm.torch.all_reduce_ on
+the backend's default group, the call a model makes in place of
+dist.all_reduce (torch.ops.meshcomm.all_reduce_ in eager mode, without
+torch's operator dispatch); --dispatch calls torch.ops.meshcomm.all_reduce_
+itself, as DeepSpeed's CPU all_reduce is called
+(bench/peers/deepspeed_bench.py).
 
 The process forks N ranks; they join through a torch.distributed.FileStore
 in a fresh temporary directory (meshcomm-api: a TCP store on a free
@@ -114,9 +119,12 @@ def parse_args(argv):
     p.add_argument("--csv", action="store_true", help="accepted; CSV is the only format")
     p.add_argument("--timeout-ms", type=at_least(1), default=60000)
     p.add_argument("--time-limit", type=at_least(1), default=900)
-    p.add_argument("--backend", choices=("gloo", "meshcomm", "meshcomm-api"), default="gloo")
+    p.add_argument("--backend", choices=("gloo", "meshcomm", "meshcomm-api", "meshcomm-op"),
+                   default="gloo")
     p.add_argument("--async-op", action="store_true",
                    help="issue with async_op=True, then wait (torch backends)")
+    p.add_argument("--dispatch", action="store_true",
+                   help="with --backend meshcomm-op: through torch's operator dispatch")
     p.add_argument("--netns", type=lambda t: t.split(","), default=None,
                    help="comma-separated network namespaces, one per rank")
     p.add_argument("--iface", default=None, help="with --netns: the interface Gloo uses")
@@ -127,6 +135,8 @@ def parse_args(argv):
     if args.async_op and args.backend == "meshcomm-api":
         p.error("--async-op measures torch.distributed's async calls: use it with --backend "
                 "gloo or meshcomm")
+    if args.backend == "meshcomm-op" and (args.op != "all_reduce" or args.async_op):
+        p.error("--backend meshcomm-op measures the all_reduce operator (blocking) only")
     if (args.netns is None) != (args.iface is None):
         p.error("--netns and --iface go together")
     if args.minbytes > args.maxbytes:
@@ -399,6 +409,21 @@ class Rank:
         return 1 if failed else 0
 
 
+class OperatorRank(Rank):
+    """The timed call is meshcomm.torch.all_reduce_ (or, --dispatch, the
+    torch operator), not dist.all_reduce."""
+
+    def __init__(self, args, rank):
+        super().__init__(args, rank)
+        import meshcomm.torch
+        self.handle = meshcomm.torch.group_handle()
+        self.all_reduce_ = (torch.ops.meshcomm.all_reduce_ if args.dispatch
+                            else meshcomm.torch.all_reduce_)
+
+    def issue(self, inp, out):
+        self.all_reduce_(inp, self.handle)
+
+
 def enter_netns(name):
     """Moves this process into network namespace `name` (setns(2); this
     Python's os module has no setns)."""
@@ -434,14 +459,16 @@ def child(args, rank, store_dir, parent, port):
                                     world_size=args.nranks, timeout=timeout)
         COMM = MeshcommAPI()
     else:
-        if args.backend == "meshcomm":
+        backend = args.backend
+        if backend in ("meshcomm", "meshcomm-op"):
             import meshcomm.torch  # noqa: F401 - registers the backend
+            backend = "meshcomm"
         store = dist.FileStore(os.path.join(store_dir, "store"), args.nranks)
-        dist.init_process_group(args.backend, store=store, rank=rank, world_size=args.nranks,
+        dist.init_process_group(backend, store=store, rank=rank, world_size=args.nranks,
                                 timeout=timeout)
-    rc = Rank(args, rank).run()
+    rc = (OperatorRank if args.backend == "meshcomm-op" else Rank)(args, rank).run()
     COMM.barrier()  # nobody leaves while a peer still needs its connections
-    if args.backend == "meshcomm":
+    if args.backend in ("meshcomm", "meshcomm-op"):
         dist.destroy_process_group()
     return rc
 

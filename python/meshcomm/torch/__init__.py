@@ -11,6 +11,10 @@ beyond torch's own init method needs configuring. Under mpirun, mpiexec and
 srun, importing this package also sets the RANK and WORLD_SIZE that torch's
 env:// reads, from the launcher's variables (see launch_env.py). See docs/torch.md for
 what is supported and how errors look.
+
+For the smallest calls, ``meshcomm.torch.all_reduce_`` skips
+torch.distributed's wrapper, and ``torch.ops.meshcomm.all_reduce_`` is the
+same as a torch operator (see ops.py).
 """
 
 import atexit
@@ -26,10 +30,12 @@ if _major < 2:
         "build/venv/bin/python. See docs/torch.md.")
 
 from .launch_env import export_launcher_env
+from .ops import all_reduce_, group_handle
 from .process_group import BACKEND_NAME, ProcessGroupMeshcomm, close_all, create
 from .tensors import InvalidArgumentError
 
-__all__ = ["BACKEND_NAME", "ProcessGroupMeshcomm", "InvalidArgumentError", "register"]
+__all__ = ["BACKEND_NAME", "ProcessGroupMeshcomm", "InvalidArgumentError", "register",
+           "group_handle", "all_reduce_"]
 
 
 def register():

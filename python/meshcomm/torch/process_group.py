@@ -134,6 +134,8 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
         self._p2p = self._world.new_group(list(range(size))) if size > 1 else self._pg
         # The group as the native part takes it (or None: every call in Python).
         self._native = self._pg._capsule() if _native is not None else None
+        # The group as torch.ops.meshcomm's operators name it (ops.py).
+        self._op_handle = _native.register_group(self._native) if _native is not None else None
         # How long waits busy-poll, chosen as meshcomm's own API does.
         configure_wait(self._world.machine_size)
         self._store = store
@@ -194,6 +196,9 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
         """Releases everything the group holds (torch's destroy_process_group
         calls this). Waits for queued point-to-point operations to end."""
         self._native = None
+        handle, self._op_handle = self._op_handle, None
+        if handle is not None:
+            _native.unregister_group(handle)
         world, self._world, self._pg, self._p2p = self._world, None, None, None
         if world is None:
             return

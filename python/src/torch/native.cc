@@ -20,10 +20,10 @@
 #include <Python.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include <chrono>
 #include <climits>
 #include <memory>
 #include <optional>
@@ -32,40 +32,16 @@
 
 #include "../error_names.h"
 #include "../group_capsule.h"
+#include "blocking.h"
+#include "operators.h"
+#include "tensors.h"
 #include "meshcomm/error.h"
-#include "meshcomm/interrupt.h"
 #include "meshcomm/process_group.h"
 
 namespace py = pybind11;
 
 namespace meshcomm::torch_native {
 namespace {
-
-// How long one sleeping slice of a wait lasts: the longest a Ctrl-C waits
-// to be noticed while a blocking call waits behind queued operations.
-constexpr auto kSlice = std::chrono::milliseconds(50);
-
-// The dtype meshcomm moves for a torch dtype, if it moves it as it is.
-// Complex dtypes are not: torch hands them as real views, and a complex
-// tensor reaching the backend takes the Python path, which does that.
-std::optional<DType> dtypeOf(at::ScalarType t) {
-  switch (t) {
-    case at::kBool: return DType::kBool;
-    case at::kChar: return DType::kInt8;
-    case at::kByte: return DType::kUInt8;
-    case at::kShort: return DType::kInt16;
-    case at::kUInt16: return DType::kUInt16;
-    case at::kInt: return DType::kInt32;
-    case at::kUInt32: return DType::kUInt32;
-    case at::kLong: return DType::kInt64;
-    case at::kUInt64: return DType::kUInt64;
-    case at::kHalf: return DType::kFloat16;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kFloat: return DType::kFloat32;
-    case at::kDouble: return DType::kFloat64;
-    default: return std::nullopt;
-  }
-}
 
 // The reductions meshcomm runs itself; AVG and the bitwise ones are built
 // from them in Python.
@@ -77,18 +53,6 @@ std::optional<ReduceOp> reduceOpOf(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::MAX: return ReduceOp::kMax;
     default: return std::nullopt;
   }
-}
-
-// `t` as meshcomm reads it in place: a contiguous CPU tensor with no lazy
-// negation or conjugation, of a dtype meshcomm moves as it is.
-std::optional<TensorRef> asIs(const at::Tensor& t) {
-  if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided || !t.is_contiguous() ||
-      t.is_neg() || t.is_conj()) {
-    return std::nullopt;
-  }
-  const std::optional<DType> dtype = dtypeOf(t.scalar_type());
-  if (!dtype) return std::nullopt;
-  return TensorRef{t.data_ptr(), t.numel(), *dtype};
 }
 
 std::chrono::milliseconds timeoutOf(std::chrono::milliseconds torchTimeout) {
@@ -164,52 +128,6 @@ WorkPool& poolOf(c10d::OpType type) {
   static auto* allreduce = new WorkPool(c10d::OpType::ALLREDUCE);
   static auto* broadcast = new WorkPool(c10d::OpType::BROADCAST);
   return type == c10d::OpType::ALLREDUCE ? *allreduce : *broadcast;
-}
-
-// The interrupt check of a blocking call: runs Python's signal handlers.
-// A handler that raised (KeyboardInterrupt) leaves its exception set, and
-// the call raises it once the operation has been abandoned.
-bool pythonSignalRaised(void*) {
-  PyGILState_STATE state = PyGILState_Ensure();
-  const bool raised = PyErr_CheckSignals() != 0;
-  PyGILState_Release(state);
-  return raised;
-}
-
-// Runs one blocking operation: `issue` starts it (without the GIL, and
-// interruptibly), and a call that had to queue behind earlier operations
-// is waited for in slices, with Python's signal handlers run in between.
-// Returns false with Python's error set when it failed or was interrupted.
-template <class Issue>
-bool runBlocking(Issue&& issue) {
-  WorkPtr work;
-  std::exception_ptr error;
-  {
-    ScopedInterruptCheck check(&pythonSignalRaised, nullptr);
-    PyThreadState* released = PyEval_SaveThread();
-    try {
-      work = issue();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    PyEval_RestoreThread(released);
-  }
-  if (PyErr_Occurred()) return false;  // interrupted
-  if (error) {
-    python::setPythonError(error);
-    return false;
-  }
-  while (!work->isCompleted()) {
-    if (PyErr_CheckSignals() != 0) return false;
-    PyThreadState* released = PyEval_SaveThread();
-    work->wait(kSlice);
-    PyEval_RestoreThread(released);
-  }
-  if (auto e = work->exception()) {
-    python::setPythonError(e);
-    return false;
-  }
-  return true;
 }
 
 // ---- the arguments, as torch passes them ------------------------------------
@@ -292,7 +210,12 @@ PyObject* blockingCall(PyObject* const* args, Py_ssize_t nargs, const char* usag
     if (!data || !accept(*opts, o)) return notHere();
     o.timeout = timeoutOf(opts->timeout);
     o.blocking = true;
-    if (!runBlocking([&] { return issue(*group, *data, o); })) return nullptr;
+    const Outcome outcome = runBlocking([&] { return issue(*group, *data, o); });
+    if (outcome.interrupted) return nullptr;  // the handler's exception is set
+    if (outcome.error) {
+      python::setPythonError(outcome.error);
+      return nullptr;
+    }
     return poolOf(type).workFor(*tensor);
   });
 }
@@ -323,6 +246,64 @@ PyObject* broadcast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       [](ProcessGroup& g, TensorRef data, const OpOptions& o) { return g.broadcast(data, o); });
 }
 
+// all_reduce_(tensor, group, op="sum"): torch.ops.meshcomm.all_reduce_'s
+// kernel called straight from Python, without torch's operator dispatch
+// (which costs more than the whole operation of a small call). Raises what
+// the operator raises.
+PyObject* allReduceInPlaceCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 2 || nargs > 3 || !THPVariable_Check(args[0]) || !PyLong_Check(args[1]) ||
+      (nargs == 3 && !PyUnicode_Check(args[2]))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "all_reduce_(tensor: Tensor, group: int, op: str = 'sum')");
+    return nullptr;
+  }
+  const long long handle = PyLong_AsLongLong(args[1]);
+  if (handle == -1 && PyErr_Occurred()) return nullptr;
+  Py_ssize_t length = 3;
+  const char* op = "sum";
+  if (nargs == 3 && (op = PyUnicode_AsUTF8AndSize(args[2], &length)) == nullptr) return nullptr;
+  try {
+    // The kernel writes the tensor's data, never the handle itself.
+    allReduceInPlace(const_cast<at::Tensor&>(THPVariable_Unpack(args[0])), handle,
+                     c10::string_view(op, static_cast<size_t>(length)));
+    return Py_NewRef(args[0]);
+  } catch (python_error& e) {
+    e.restore();
+  } catch (const c10::ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+  } catch (...) {
+    python::setPythonError(std::current_exception());
+  }
+  return nullptr;
+}
+
+// register_group(capsule) -> the handle torch.ops.meshcomm's operators
+// take for the capsule's group (operators.h).
+PyObject* registerGroup(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return guarded([&]() -> PyObject* {
+    if (nargs != 1) throw py::type_error("register_group(group)");
+    auto* held = static_cast<std::shared_ptr<ProcessGroup>*>(
+        PyCapsule_GetPointer(args[0], python::kGroupCapsuleName));
+    if (held == nullptr) return nullptr;
+    return PyLong_FromLongLong(addOperatorGroup(*held));
+  });
+}
+
+// unregister_group(handle): the handle names no group from now on.
+PyObject* unregisterGroup(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return guarded([&]() -> PyObject* {
+    if (nargs != 1) throw py::type_error("unregister_group(handle)");
+    const long long handle = PyLong_AsLongLong(args[0]);
+    if (handle == -1 && PyErr_Occurred()) return nullptr;
+    removeOperatorGroup(handle);
+    Py_RETURN_NONE;
+  });
+}
+
 // Plain CPython functions: pybind11's dispatcher (argument casters, a type
 // lookup per foreign argument) would cost a small call more than meshcomm's
 // whole operation.
@@ -336,6 +317,18 @@ PyMethodDef kMethods[] = {
      METH_FASTCALL,
      "broadcast(group, tensors, opts): a blocking broadcast of one tensor as meshcomm takes "
      "it; NotImplemented for anything else."},
+    {"all_reduce_",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&allReduceInPlaceCall)),
+     METH_FASTCALL,
+     "all_reduce_(tensor, group, op='sum'): torch.ops.meshcomm.all_reduce_ without torch's "
+     "operator dispatch."},
+    {"register_group",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&registerGroup)), METH_FASTCALL,
+     "register_group(group): the handle torch.ops.meshcomm's operators take for the group of a "
+     "ProcessGroup._capsule()."},
+    {"unregister_group",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&unregisterGroup)), METH_FASTCALL,
+     "unregister_group(handle): the handle names no group from now on."},
     {nullptr, nullptr, 0, nullptr},
 };
 
