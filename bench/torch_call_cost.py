@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What one small ``dist.all_reduce`` costs through torch, in instructions.
+"""What one small all_reduce costs through torch, in instructions.
 
 Runs one process (world size 1) per backend under valgrind's callgrind and
 counts the instructions of N calls of ``dist.all_reduce`` on an 8-byte
@@ -10,18 +10,25 @@ meshcomm backend it also counts the part spent in meshcomm's C++ operation
 there: torch's Python wrapper, the backend's Python method, the binding and
 the Work.
 
-Backends:
+Backends (each called through ``dist.all_reduce`` but the last two):
   meshcomm   the meshcomm backend (meshcomm.torch)
   null       a Python ProcessGroup whose allreduce returns a completed Work
              at once: what torch's wrapper and a Python backend cost before
              any backend work
   fake       torch's own FakeProcessGroup (C++, does nothing): what torch's
              wrapper and the C++ dispatch to a C++ backend cost
+  meshcomm-op        meshcomm.torch.all_reduce_(x, handle), on the meshcomm
+                     backend's group: meshcomm's kernel without torch's
+                     operator dispatch
+  meshcomm-dispatch  torch.ops.meshcomm.all_reduce_(x, handle): the same
+                     kernel through torch's operator dispatch (as DeepSpeed's
+                     CPU all_reduce is called)
 
 Instruction counts do not move with the machine's load, as wall time does
 here; they rank the parts, they are not times.
 
-    build/venv/bin/python bench/torch_call_cost.py [--calls 2000] [--backends meshcomm,null,fake]
+    build/venv/bin/python bench/torch_call_cost.py [--calls 2000]
+        [--backends meshcomm,null,fake,meshcomm-op,meshcomm-dispatch]
 """
 
 import argparse
@@ -42,7 +49,7 @@ import os, sys, time
 import torch
 import torch.distributed as dist
 backend, calls, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-if backend == "meshcomm":
+if backend.startswith("meshcomm"):
     import meshcomm.torch  # noqa: F401
     dist.init_process_group("meshcomm", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
 elif backend == "fake":
@@ -62,8 +69,19 @@ else:
                                   devices=["cpu"])
     dist.init_process_group("null", store=dist.HashStore(), rank=0, world_size=1)
 x = torch.zeros(2)
-for _ in range(200):  # warm every cache and lazy path first
-    dist.all_reduce(x)
+if backend == "meshcomm-op":
+    def run(n, f=meshcomm.torch.all_reduce_, h=meshcomm.torch.group_handle()):
+        for _ in range(n):
+            f(x, h)
+elif backend == "meshcomm-dispatch":
+    def run(n, f=torch.ops.meshcomm.all_reduce_, h=meshcomm.torch.group_handle()):
+        for _ in range(n):
+            f(x, h)
+else:
+    def run(n, f=dist.all_reduce):
+        for _ in range(n):
+            f(x)
+run(200)  # warm every cache and lazy path first
 
 
 def handshake(name):
@@ -74,8 +92,7 @@ def handshake(name):
 
 
 handshake("start")
-for _ in range(calls):
-    dist.all_reduce(x)
+run(calls)
 handshake("stop")
 dist.destroy_process_group()
 """
@@ -135,12 +152,12 @@ def measure(backend, calls, keep=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=2000)
-    ap.add_argument("--backends", default="meshcomm,null,fake")
+    ap.add_argument("--backends", default="meshcomm,null,fake,meshcomm-op,meshcomm-dispatch")
     ap.add_argument("--keep", help="keep each backend's callgrind file in this folder")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
         sys.exit("torch_call_cost: valgrind is missing; install it: apt-get install -y valgrind")
-    print(f"# dist.all_reduce of 8 bytes (float32), world size 1: instructions per call "
+    print(f"# all_reduce of 8 bytes (float32), world size 1: instructions per call "
           f"(callgrind, {args.calls} calls)\n")
     print("| backend | whole call | in meshcomm's C++ operation | the way there |")
     print("|---|---:|---:|---:|")

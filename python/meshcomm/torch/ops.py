@@ -14,7 +14,8 @@ small activations twice per layer can call meshcomm directly instead::
 In eager mode ``all_reduce_`` calls meshcomm's kernel with no dispatch in
 between; under torch.compile it is the operator
 ``torch.ops.meshcomm.all_reduce_``, which torch traces like any other (and
-which can be called directly, as DeepSpeed's CPU all_reduce is).
+which can be called directly, as DeepSpeed's CPU all_reduce is; it returns
+nothing).
 ``torch.ops.meshcomm.all_reduce(x, group, op)`` returns a new tensor.
 
 These need the backend's native part (built against the torch that runs it:
@@ -90,5 +91,6 @@ def all_reduce_(tensor, group, op="sum"):
     if type(op) is not str:
         op = _op_name(op)
     if _is_compiling():
-        return torch.ops.meshcomm.all_reduce_(tensor, group, op)
+        torch.ops.meshcomm.all_reduce_(tensor, group, op)
+        return tensor
     return _kernel(tensor, group, op)

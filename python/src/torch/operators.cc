@@ -1,15 +1,16 @@
 // torch.ops.meshcomm: meshcomm's all_reduce as a torch operator.
 //
-//   torch.ops.meshcomm.all_reduce_(tensor, group, op="sum") -> tensor
-//   torch.ops.meshcomm.all_reduce(tensor, group, op="sum")  -> new tensor
+//   torch.ops.meshcomm.all_reduce_(tensor, group, op="sum")           (in place)
+//   torch.ops.meshcomm.all_reduce(tensor, group, op="sum") -> new tensor
 //
 // The same call torch's dispatcher makes for any operator: a tensor-parallel
 // model calls it straight from its forward pass (as DeepSpeed's CPU
 // all_reduce is called), skipping torch.distributed's Python wrapper, which
 // costs several times what the operation itself does at small sizes; and
 // torch.compile traces it like any other operator (Meta kernels below give
-// it shapes; all_reduce_ is an in-place operator in torch's sense, which
-// torch.compile functionalizes). `group` is a handle the torch backend gives
+// it shapes; all_reduce_ mutates its argument and returns nothing, which
+// torch.compile functionalizes: an operator returning an alias of its
+// input it cannot). `group` is a handle the torch backend gives
 // out (meshcomm.torch.group_handle), `op` one of sum, prod, min, max, avg.
 // Errors are Python's: ValueError for bad arguments, TypeError for a dtype
 // meshcomm does not move, meshcomm's own errors (DistPeerLostError, ...) for
@@ -135,6 +136,10 @@ at::Tensor& allReduceInPlace(at::Tensor& tensor, int64_t handle, c10::string_vie
 
 namespace {
 
+void allReduceOperator(at::Tensor& tensor, int64_t handle, c10::string_view op) {
+  allReduceInPlace(tensor, handle, op);
+}
+
 at::Tensor allReduceOutOfPlace(const at::Tensor& tensor, int64_t handle, c10::string_view op) {
   at::Tensor result = tensor.clone(at::MemoryFormat::Contiguous);
   allReduceInPlace(result, handle, op);
@@ -142,7 +147,7 @@ at::Tensor allReduceOutOfPlace(const at::Tensor& tensor, int64_t handle, c10::st
 }
 
 // Shapes only, for torch.compile's tracing.
-at::Tensor& allReduceInPlaceMeta(at::Tensor& tensor, int64_t, c10::string_view) { return tensor; }
+void allReduceOperatorMeta(at::Tensor&, int64_t, c10::string_view) {}
 
 at::Tensor allReduceOutOfPlaceMeta(const at::Tensor& tensor, int64_t, c10::string_view) {
   return at::empty_like(tensor, at::MemoryFormat::Contiguous);
@@ -157,16 +162,16 @@ void removeOperatorGroup(int64_t handle) { groups().remove(handle); }
 }  // namespace meshcomm::torch_native
 
 TORCH_LIBRARY(meshcomm, m) {
-  m.def("all_reduce_(Tensor(a!) tensor, int group, str op=\"sum\") -> Tensor(a!)");
+  m.def("all_reduce_(Tensor(a!) tensor, int group, str op=\"sum\") -> ()");
   m.def("all_reduce(Tensor tensor, int group, str op=\"sum\") -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(meshcomm, CPU, m) {
-  m.impl("all_reduce_", &meshcomm::torch_native::allReduceInPlace);
+  m.impl("all_reduce_", &meshcomm::torch_native::allReduceOperator);
   m.impl("all_reduce", &meshcomm::torch_native::allReduceOutOfPlace);
 }
 
 TORCH_LIBRARY_IMPL(meshcomm, Meta, m) {
-  m.impl("all_reduce_", &meshcomm::torch_native::allReduceInPlaceMeta);
+  m.impl("all_reduce_", &meshcomm::torch_native::allReduceOperatorMeta);
   m.impl("all_reduce", &meshcomm::torch_native::allReduceOutOfPlaceMeta);
 }
