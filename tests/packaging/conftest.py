@@ -27,6 +27,10 @@ TORCH = "torch==2.13.0"  # the CPU wheel on local disk (scripts/make-venv.sh)
 BUILD_TIMEOUT_S = 1800
 INSTALL_TIMEOUT_S = 900
 TEST_DEADLINE_S = 300.0
+# Where the installed wheel compiles the torch backend's native part
+# (python/meshcomm/torch/native_build.py): kept between runs, like the
+# wheel's CMake build; its folder's name changes with the wheel's sources.
+NATIVE_CACHE = BUILD / "packaging-native-cache"
 
 
 @pytest.fixture(autouse=True)
@@ -76,6 +80,7 @@ def clean_env(venv):
     env["VIRTUAL_ENV"] = str(venv)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["MESHCOMM_TIMEOUT_MS"] = "60000"  # fail fast rather than hang a run
+    env["MESHCOMM_CACHE_DIR"] = str(NATIVE_CACHE)
     return env
 
 

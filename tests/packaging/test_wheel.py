@@ -5,6 +5,8 @@ installed into a fresh venv (conftest.py), used the ways users use it.
   what a manylinux wheel may rely on (auditwheel says which policy);
 - the installed meshcomm under meshrun (the wheel's console script),
   mpirun and srun: the workers import the venv's meshcomm, no PYTHONPATH;
+- the torch backend's native part, compiled from the wheel's sources once
+  for the installed torch and loaded from the cache after that;
 - a torchrun DDP job whose script never imports meshcomm, and the cost of
   that to `import torch`;
 - meshcomm-bench and meshcomm-diagnose from PATH;
@@ -104,6 +106,52 @@ def test_auditwheel_finds_a_manylinux_policy_and_nothing_to_graft(installed):
     assert policy.group(1) in wheel.name
     grafted = [n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("meshcomm.libs/")]
     assert not grafted, f"auditwheel had to vendor {grafted}"
+
+
+NATIVE_PROBE = """
+import torch, torch.distributed as dist, meshcomm.torch as mt, meshcomm.torch.process_group as pg
+dist.init_process_group("meshcomm", init_method="tcp://127.0.0.1:%d", rank=0, world_size=1)
+x = torch.ones(3)
+mt.all_reduce_(x, mt.group_handle())
+dist.all_reduce(x)
+print(pg._native is not None and pg._native.__file__, x.tolist())
+dist.destroy_process_group()
+"""
+
+
+def test_the_native_part_compiles_once_for_this_torch_and_loads_from_the_cache(installed):
+    # Before the jobs below, which would otherwise compile it in their
+    # first process. The cache may hold it already from an earlier run of
+    # the same wheel (conftest.NATIVE_CACHE): then this only loads it.
+    cache = Path(installed.env["MESHCOMM_CACHE_DIR"])
+    r = run([installed.python, "-m", "meshcomm.torch.build_native"], 900, env=installed.env)
+    built = Path(r.stdout.strip().rsplit(": ", 1)[1])
+    assert built.is_file() and built.is_relative_to(cache), r.stdout
+    # The key names this torch; the sources are the wheel's.
+    assert built.parent.name.startswith("torch-2.13.0"), built
+    again = run([installed.python, "-m", "meshcomm.torch.build_native"], 300, env=installed.env)
+    assert "compiling" not in again.stderr, again.stderr
+    r = run([installed.python, "-c", NATIVE_PROBE % free_port()], 300, env=installed.env)
+    loaded, values = r.stdout.strip().split(" ", 1)
+    assert Path(loaded) == built, r.stdout
+    assert values == "[1.0, 1.0, 1.0]", r.stdout
+    # MESHCOMM_TORCH_NATIVE=0: neither built nor loaded.
+    off = dict(installed.env, MESHCOMM_TORCH_NATIVE="0")
+    r = run([installed.python, "-c", NATIVE_PROBE.replace("mt.all_reduce_(x, mt.group_handle())",
+                                                          "") % free_port()], 300, env=off)
+    assert r.stdout.startswith("False "), r.stdout
+
+
+def test_a_failed_compile_says_why_once_and_the_backend_runs_its_python_path(installed, tmp_path):
+    env = dict(installed.env, MESHCOMM_CACHE_DIR=str(tmp_path / "cache"), CXX="false")
+    probe = NATIVE_PROBE.replace("mt.all_reduce_(x, mt.group_handle())", "")
+    first = run([installed.python, "-c", probe % free_port()], 300, env=env)
+    assert first.stdout.startswith("False "), first.stdout
+    assert "could not be compiled" in first.stderr and "build_native" in first.stderr, first.stderr
+    second = run([installed.python, "-c", probe % free_port()], 300, env=env)
+    assert "could not be compiled" not in second.stderr, second.stderr  # not retried
+    retry = run([installed.python, "-m", "meshcomm.torch.build_native"], 300, env=env, check=False)
+    assert retry.returncode == 1 and "could not be compiled" in retry.stderr, retry.stderr
 
 
 def test_meshrun_workers_import_the_installed_meshcomm(installed, tmp_path):

@@ -16,6 +16,7 @@ DistTimeoutError, ...) on every rank, with meshcomm's message, naming the
 rank, the operation and the group.
 """
 
+import importlib
 import os
 import threading
 import time
@@ -36,17 +37,23 @@ from .issuing import Issuing
 from .monitored import monitored_barrier
 from .work import DoneWork, PendingWork
 
-try:
-    # The hot path in C++, built against this torch (cmake/torch_native.cmake);
+_native = None
+if os.environ.get("MESHCOMM_TORCH_NATIVE", "1") != "0":
+    # The hot path in C++, built against this torch: beside the extension
+    # in a make build (cmake/torch_native.cmake), or compiled once per torch
+    # from the sources an installed wheel carries (native_build.py).
     # MESHCOMM_TORCH_NATIVE=0 leaves every call to the Python path.
-    if os.environ.get("MESHCOMM_TORCH_NATIVE", "1") == "0":
-        raise ImportError("No module named meshcomm.torch._native: MESHCOMM_TORCH_NATIVE=0")
-    from . import _native
-except ImportError as _error:
-    _native = None
-    # Built but not loadable (made for another torch, say): say why once;
-    # the Python path does the same work.
-    if "No module named" not in str(_error):
+    try:
+        try:
+            _native = importlib.import_module("._native", __package__)
+        except ModuleNotFoundError as _missing:
+            if _missing.name != f"{__package__}._native":
+                raise
+            from .native_build import load as _load_native
+            _native = _load_native()
+    except (ImportError, OSError, TimeoutError) as _error:
+        # Built but not loadable (made for another torch, say): say why
+        # once; the Python path does the same work.
         warnings.warn(f"meshcomm: the torch backend's native part did not load ({_error}); "
                       f"using its Python path", RuntimeWarning, stacklevel=2)
 
