@@ -23,6 +23,7 @@ constexpr Named kNames[] = {
     {"auto", Algorithm::kAuto},
     {"ring", Algorithm::kRing},
     {"recursive_doubling", Algorithm::kRecursiveDoubling},
+    {"halving_doubling", Algorithm::kHalvingDoubling},
     {"binomial_tree", Algorithm::kBinomialTree},
     {"chain", Algorithm::kChain},
     {"reduce_scatter_gather", Algorithm::kReduceScatterGather},
@@ -135,7 +136,7 @@ struct Family {
 using A = Algorithm;
 constexpr Family kFamilies[] = {
     {Opcode::kAllReduce, "MESHCOMM_ALGO_ALLREDUCE",
-     setOf(A::kRing, A::kRecursiveDoubling, A::kShmOneShot, A::kShmReduceScatter,
+     setOf(A::kRing, A::kRecursiveDoubling, A::kHalvingDoubling, A::kShmOneShot, A::kShmReduceScatter,
            A::kShmSingleCopy, A::kHierarchical),
      defaultAllReduce},
     {Opcode::kBroadcast, "MESHCOMM_ALGO_BROADCAST",

@@ -23,6 +23,7 @@ enum class Algorithm {
   kRing,               // all_reduce: ring reduce-scatter + all-gather; all_gather and
                        // reduce_scatter: a ring
   kRecursiveDoubling,  // all_reduce: log2(P) full-buffer exchanges
+  kHalvingDoubling,    // all_reduce: recursive-halving reduce-scatter, recursive-doubling all-gather
   kBinomialTree,       // broadcast, reduce
   kChain,              // broadcast: pipelined chain
   kReduceScatterGather,  // reduce: ring reduce-scatter, then gather at the root

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collective_harness.h"
@@ -144,10 +145,12 @@ struct UntouchedCase {
 
 int32_t pattern(int rank, size_t i) { return static_cast<int32_t>(1000 * (rank + 1) + i % 977); }
 
-void runUntouched(const TransportCase& transport, const UntouchedCase& c) {
+void runUntouched(const TransportCase& transport, const UntouchedCase& c,
+                  std::vector<std::pair<std::string, std::string>> env = {}) {
   JobOptions o;
   o.bound = 60s;
   o.timeout = 30s;
+  o.env = std::move(env);
   auto statuses = runWorld(transport.p, withTransport(transport, o), [&](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const bool odd = e.rank == transport.p / 2;
@@ -190,6 +193,18 @@ constexpr int64_t k4MiBOfInt32 = int64_t{1} << 20;
 
 TEST(MismatchAllReduceOp, OutputsUntouchedOverTcp) {
   for (int p : {3, 4, 5}) runUntouched(tcpCase(p), {"small allReduce op", false, 64, Disagree::kOp});
+}
+
+// Recursive halving and doubling writes `data` only after its
+// reduce-scatter: every disagreement fails there, at 2 ranks, at powers of
+// two and through the fold of the others.
+TEST(MismatchAllReduceOp, HalvingDoublingLeavesOutputsOverTcp) {
+  for (int p : {2, 3, 4, 5}) {
+    for (Disagree d : {Disagree::kOp, Disagree::kCount, Disagree::kDtype}) {
+      runUntouched(tcpCase(p), {"halving_doubling allReduce", false, 5000, d},
+                   {{"MESHCOMM_ALGO_ALLREDUCE", "halving_doubling"}});
+    }
+  }
 }
 
 class MismatchLeavesOutputs : public ::testing::TestWithParam<TransportCase> {};

@@ -72,6 +72,21 @@ INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, RecursiveDoublingAndTree,
                          ::testing::Values(tcpCase(2), tcpCase(3), tcpCase(5), tcpCase(6), tcpCase(8)),
                          TransportCaseName{});
 
+// Recursive halving and doubling all-reduce at powers of two and through
+// the fold of the others, over the matrix's counts (fewer elements than
+// ranks, odd counts, empty tensors).
+class HalvingDoubling : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(HalvingDoubling, Forced) {
+  runForced(GetParam(), {"halving_doubling", {Operation::kAllReduce}},
+            {{"MESHCOMM_ALGO_ALLREDUCE", "halving_doubling"}});
+}
+
+INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, HalvingDoubling,
+                         ::testing::Values(tcpCase(2), tcpCase(3), tcpCase(4), tcpCase(5), tcpCase(6),
+                                           tcpCase(8)),
+                         TransportCaseName{});
+
 // The MESHCOMM_ALGO_* variables are read in the children at the first call
 // and checked against the algorithms of their collective: a name that exists
 // but belongs to another collective is refused, so a typo in the forced

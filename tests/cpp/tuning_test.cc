@@ -229,8 +229,8 @@ TEST(TuningForced, AnAlgorithmTheRouteCannotRunIsRefused) {
 TEST(TuningForced, AnUnknownOrForeignNameIsRefusedWithTheChoices) {
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "rign", [] {
     expectRefused([] { allReduce(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_ALLREDUCE",
-                  "'rign' is not one of: auto, ring, recursive_doubling, shm_oneshot, shm_rsag, "
-                  "shm_single_copy, hierarchical");
+                  "'rign' is not one of: auto, ring, recursive_doubling, halving_doubling, shm_oneshot, "
+                  "shm_rsag, shm_single_copy, hierarchical");
   });
   inFreshProcess("MESHCOMM_ALGO_BROADCAST", "ring", [] {
     expectRefused([] { broadcast(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_BROADCAST",
