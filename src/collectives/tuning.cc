@@ -73,10 +73,17 @@ Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
     return bytes <= oneShotUpTo ? Algorithm::kShmOneShot : Algorithm::kShmReduceScatter;
   }
   // Recursive doubling moves the whole buffer log2(P) times but needs only
-  // log2(P) latencies; the ring moves 2(P-1)/P of it in 2(P-1) steps.
-  if (groupSize <= 2) return bytes <= (size_t{1} << 20) ? Algorithm::kRecursiveDoubling
-                                                         : Algorithm::kRing;
-  return bytes <= 64 * 1024 ? Algorithm::kRecursiveDoubling : Algorithm::kRing;
+  // log2(P) latencies; the ring moves 2(P-1)/P of it in 2(P-1) steps, its
+  // reduction overlapping the transfer chunk by chunk; halving-doubling
+  // moves what the ring moves in 2 log2(P) steps, but needs a power of two
+  // (the fold of the others costs two whole-buffer transfers). Crossovers
+  // measured over loopback in docs/tuning.md.
+  const bool powerOfTwo = (groupSize & (groupSize - 1)) == 0;
+  const size_t doublingUpTo = groupSize <= 2 ? size_t{512} << 10 : size_t{64} << 10;
+  const size_t halvingBelow = groupSize <= 4 ? size_t{4} << 20 : size_t{512} << 10;
+  if (bytes <= doublingUpTo) return Algorithm::kRecursiveDoubling;
+  if (powerOfTwo && bytes < halvingBelow) return Algorithm::kHalvingDoubling;
+  return Algorithm::kRing;
 }
 
 Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {

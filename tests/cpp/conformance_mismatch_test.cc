@@ -89,11 +89,12 @@ std::vector<MismatchCase> mismatchCases() {
          return pg.allReduce(tensor(s, DType::kFloat32, 64), o);
        }},
       {"allReduce counts that pick different algorithms", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
-         // Either side of the recursive-doubling/ring threshold (64 KiB, or
-         // 1 MiB on two ranks): the two schedules never use the same step.
-         const int64_t rd = pg.size() > 2 ? 16000 : 262000;
-         const int64_t ring = pg.size() > 2 ? 16500 : 262200;
-         return pg.allReduce(tensor(s, DType::kFloat32, odd ? ring : rd));
+         // Either side of recursive doubling's threshold (64 KiB, or 512 KiB
+         // on two ranks): halving-doubling (two and four ranks) or the ring
+         // (three and five) above it.
+         const int64_t rd = pg.size() > 2 ? 16000 : 131000;
+         const int64_t above = pg.size() > 2 ? 16500 : 131200;
+         return pg.allReduce(tensor(s, DType::kFloat32, odd ? above : rd));
        }},
       {"allGather counts that pick different algorithms", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          // Either side of the Bruck/ring threshold (an output of 1 MiB):

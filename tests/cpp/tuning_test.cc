@@ -99,14 +99,24 @@ TEST(TuningDefaults, AllReduceOnSharedMemory) {
   });
 }
 
-// TCP: recursive doubling up to 1 MiB on two ranks, 64 KiB on more; the
-// ring above.
+// TCP: recursive doubling up to 512 KiB on two ranks, 64 KiB on more;
+// then halving-doubling on a power of two ranks (below 4 MiB up to four
+// ranks, below 512 KiB on more), and the ring.
 TEST(TuningDefaults, AllReduceOverTcp) {
   withDefaults([] {
-    CHILD_CHECK(allReduce(MiB, 2, Route::kTcp) == Algorithm::kRecursiveDoubling);
-    CHILD_CHECK(allReduce(MiB + 1, 2, Route::kTcp) == Algorithm::kRing);
+    CHILD_CHECK(allReduce(512 * KiB, 2, Route::kTcp) == Algorithm::kRecursiveDoubling);
+    CHILD_CHECK(allReduce(512 * KiB + 1, 2, Route::kTcp) == Algorithm::kHalvingDoubling);
     for (int p : {3, 4, 5, 8}) {
       CHILD_CHECK(allReduce(64 * KiB, p, Route::kTcp) == Algorithm::kRecursiveDoubling, "P=" << p);
+    }
+    for (int p : {2, 4}) {
+      CHILD_CHECK(allReduce(4 * MiB - 1, p, Route::kTcp) == Algorithm::kHalvingDoubling, "P=" << p);
+      CHILD_CHECK(allReduce(4 * MiB, p, Route::kTcp) == Algorithm::kRing, "P=" << p);
+    }
+    CHILD_CHECK(allReduce(64 * KiB + 1, 4, Route::kTcp) == Algorithm::kHalvingDoubling);
+    CHILD_CHECK(allReduce(512 * KiB - 1, 8, Route::kTcp) == Algorithm::kHalvingDoubling);
+    CHILD_CHECK(allReduce(512 * KiB, 8, Route::kTcp) == Algorithm::kRing);
+    for (int p : {3, 5, 6}) {
       CHILD_CHECK(allReduce(64 * KiB + 1, p, Route::kTcp) == Algorithm::kRing, "P=" << p);
     }
   });
@@ -174,7 +184,8 @@ TEST(TuningForced, UnsetOrAutoLeavesTheDefault) {
   for (const char* value : {static_cast<const char*>(nullptr), "", "auto"}) {
     inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", value, [] {
       CHILD_CHECK(allReduce(8, 4, Route::kTcp) == Algorithm::kRecursiveDoubling);
-      CHILD_CHECK(allReduce(MiB, 4, Route::kTcp) == Algorithm::kRing);
+      CHILD_CHECK(allReduce(MiB, 4, Route::kTcp) == Algorithm::kHalvingDoubling);
+      CHILD_CHECK(allReduce(MiB, 3, Route::kTcp) == Algorithm::kRing);
       CHILD_CHECK(allReduce(MiB, 4, Route::kShm) == Algorithm::kShmReduceScatter);
     });
   }
