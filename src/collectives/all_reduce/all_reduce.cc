@@ -94,9 +94,10 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
 // fewer latencies and fewer wake-ups, which is what a loaded host pays for.
 //
 // The reduce-scatter accumulates in scratch and `data` is written only
-// after it: by then this rank's partners (each at its own step, after its
-// own earlier exchanges passed) checked signatures with every rank of the
-// butterfly, so ranks that disagree fail with every output as it was. Each
+// once its last exchange passed: by then this rank's partners (each at its
+// own step, after its own earlier exchanges passed) checked signatures with
+// every rank of the butterfly, so ranks that disagree fail with every
+// output as it was. Each
 // block is reduced by one rank and then copied to the others, so every
 // rank ends with the same bits.
 void halvingDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
@@ -104,7 +105,8 @@ void halvingDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Reduc
   const Fold fold(comm.size(), r);
   const size_t es = dtypeSize(dtype);
   const size_t bytes = count * es;
-  uint8_t* acc = comm.scratch(Scratch::kAccumulator, bytes);
+  // Partials between exchanges; two ranks reduce straight into `data`.
+  uint8_t* acc = fold.p2 > 2 || fold.rem > 0 ? comm.scratch(Scratch::kAccumulator, bytes) : nullptr;
   uint8_t* tmp = comm.scratch(Scratch::kRecv, bytes);
 
   const uint8_t* partial = data;  // this rank's partial of its current range
@@ -137,18 +139,13 @@ void halvingDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Reduc
       const size_t keepCount = length(keep, keep + half);
       comm.sendRecv(partner, partial + at(give), length(give, give + half) * es, partner,
                     tmp + at(keep), keepCount * es, step);
-      if (partial == acc) {
-        reduce::reduceInPlace(op, dtype, acc + at(keep), tmp + at(keep), keepCount);
-      } else {
-        const void* inputs[] = {data + at(keep), tmp + at(keep)};
-        reduce::reduceInto(op, dtype, acc + at(keep), inputs, 2, keepCount);
-        partial = acc;
-      }
+      // The last exchange passed: every rank agreed, and this rank's block
+      // (vr) is finished straight into `data`.
+      uint8_t* out = half == 1 ? data + at(keep) : acc + at(keep);
+      const void* inputs[] = {partial + at(keep), tmp + at(keep)};
+      reduce::reduceInto(op, dtype, out, inputs, 2, keepCount);
+      partial = acc;
       lo = keep;
-    }
-    // This rank owns block vr, finished; every rank agreed.
-    if (counts[static_cast<size_t>(vr)] > 0) {
-      std::memcpy(data + at(vr), acc + at(vr), counts[static_cast<size_t>(vr)] * es);
     }
     for (int width = 1; width < fold.p2; width *= 2, ++step) {
       const int partner = fold.rankOf(vr ^ width);
