@@ -170,7 +170,10 @@ struct InitOptions {
   // Default deadline of every operation; MESHCOMM_TIMEOUT_MS overrides
   // the default when this is left at 0.
   std::chrono::milliseconds timeout{0};
-  std::string backend = "mccl";
+  // The world group's name, and other names it answers to (findGroup): a
+  // front that keeps another API's names sets its own (the Python API does).
+  std::string worldGroupName = "world";
+  std::vector<std::string> worldGroupAliases;
   // Tells this World's groups apart in flight-recorder records and traces
   // when the process already belongs to a job through an earlier World
   // that is still alive (torch.distributed makes one World per group and
@@ -178,6 +181,14 @@ struct InitOptions {
   // job's numbering; its groups are named "<name>@<label>", by default
   // the label lists the members' job ranks.
   std::string label;
+};
+
+// How World::newGroup makes a group.
+struct NewGroupOptions {
+  // The group is named `<namePrefix>_<n>_<sha1 of "_".join(sorted ranks)>`.
+  std::string namePrefix = "group";
+  // The group's operation deadline; 0: the World's.
+  std::chrono::milliseconds timeout{0};
 };
 
 class WorldImpl;
@@ -205,19 +216,19 @@ class MESHCOMM_API World {
   // count together, since they share its cores). When they outnumber the
   // cores, waits give up their core instead of busy-polling.
   int machineSize() const;
-  const std::string& backend() const;
+  // InitOptions::worldGroupName.
+  const std::string& worldGroupName() const;
   std::shared_ptr<ProcessGroup> worldGroup() const;
 
   // Creates the group of the given world ranks (sorted, unique), called by
   // exactly those ranks; returns once all of them have called. The name is
-  // `<backend>_<n>_<sha1 of "_".join(ranks)>`. Calling it again with the
-  // same ranks returns the existing group. Throws InvalidArgument when this
-  // rank is not in `ranks` or ranks are out of range or duplicated.
-  std::shared_ptr<ProcessGroup> newGroup(std::vector<int> ranks,
-                                         const std::string& backend = "mccl",
-                                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
-  // The group with this name (the world group answers to its own name and
-  // to "hccl_world_group"), or null.
+  // groupName(options.namePrefix, ranks). Calling it again with the same
+  // ranks and prefix returns the existing group. Throws InvalidArgument
+  // when this rank is not in `ranks` or ranks are out of range or
+  // duplicated.
+  std::shared_ptr<ProcessGroup> newGroup(std::vector<int> ranks, const NewGroupOptions& options = {});
+  // The group with this name (the world group answers to its name and its
+  // aliases), or null.
   std::shared_ptr<ProcessGroup> findGroup(const std::string& name) const;
   // Destroys one group (waits for its queued operations to finish first).
   void destroyGroup(const std::string& name);
@@ -244,11 +255,12 @@ class MESHCOMM_API World {
                                             std::chrono::milliseconds timeout =
                                                 std::chrono::milliseconds(0));
 
-  static std::string groupName(const std::string& backend, std::vector<int> ranks);
-  static const char* worldGroupName();
+  // `<prefix>_<n>_<sha1 of "_".join(sorted ranks)>`.
+  static std::string groupName(const std::string& prefix, std::vector<int> ranks);
 
  private:
   explicit World(std::unique_ptr<WorldImpl> impl);
+  bool namesWorldGroup(const std::string& name) const;
   std::unique_ptr<WorldImpl> impl_;
 };
 

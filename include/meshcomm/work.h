@@ -45,7 +45,7 @@ class MESHCOMM_API Work {
   bool failed() const;
   // The error that ended the operation, or null.
   std::exception_ptr exception() const;
-  // "all_reduce #12 on group mccl_world_group" and the like.
+  // "all_reduce #12 on group world" and the like.
   const std::string& description() const { return description_; }
   // For a completed receive (recv, recvAnySource): the group rank its
   // message came from. -1 for every other operation, and until completion.

@@ -3,8 +3,10 @@ answer to, and the operations still using memory nobody else holds.
 
 The world group answers to two names, ``"hccl_world_group"`` (what code
 written for MindSpore on Ascend expects, and :data:`WORLD_COMM_GROUP`) and
-``"mccl_world_group"`` (the native core's own name). Every function taking
-a ``group`` accepts either, or ``None``.
+``"mccl_world_group"`` (MindSpore's name on CPU, which this API gives the
+core's world group: its messages and flight-recorder records use it). Every
+function taking a ``group`` accepts either, or ``None``. These names are
+this API's alone: the C++ core and the torch backend call it ``"world"``.
 
 Thread-safety: lookups are plain dict reads under the GIL; joining and
 leaving the job take ``_lock``.
@@ -22,6 +24,8 @@ __all__ = ["WORLD_COMM_GROUP", "WORLD_NAMES"]
 WORLD_COMM_GROUP = "hccl_world_group"
 #: Every name of the world group.
 WORLD_NAMES = frozenset({"hccl_world_group", "mccl_world_group"})
+#: The name the core's world group carries (the others are its aliases).
+CORE_WORLD_NAME = "mccl_world_group"
 
 _lock = threading.Lock()
 _world = None     # _meshcomm.World once init_process_group has run

@@ -155,7 +155,8 @@ def init_process_group(backend="hccl", init_method=None, timeout=None, world_siz
     else:
         world_size_arg = world_size
     world = _meshcomm.World(native_store, init_method or "", rank, world_size_arg, timeout_ms,
-                            backend)
+                            world_group_name=_state.CORE_WORLD_NAME,
+                            world_group_aliases=sorted(_state.WORLD_NAMES - {_state.CORE_WORLD_NAME}))
     if world_size != -1 and world_size != world.size:
         size = world.size
         world.close()
@@ -331,7 +332,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     if use_local_synchronization:
         warnings.warn(f"{fn}: 'use_local_synchronization' is ignored", UserWarning, stacklevel=2)
     try:
-        pg = _state.world().new_group(ranks, backend, timeout_ms)
+        pg = _state.world().new_group(ranks, backend, timeout_ms)  # named <backend>_<n>_<sha1>
     except (ValueError, DistError) as e:
         warnings.warn(f"{fn}: could not create the group of ranks {ranks}: {e}", UserWarning,
                       stacklevel=2)

@@ -233,15 +233,17 @@ class WorldHandle {
 
 std::unique_ptr<WorldHandle> initWorld(std::shared_ptr<Store> store, std::string initMethod,
                                        int rank, int worldSize, int64_t timeoutMs,
-                                       std::string backend, std::string label) {
+                                       std::string label, std::string worldGroupName,
+                                       std::vector<std::string> worldGroupAliases) {
   InitOptions o;
   o.initMethod = std::move(initMethod);
   o.store = std::move(store);
   o.rank = rank;
   o.worldSize = worldSize;
   o.timeout = std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs);
-  o.backend = std::move(backend);
   o.label = std::move(label);
+  o.worldGroupName = std::move(worldGroupName);
+  o.worldGroupAliases = std::move(worldGroupAliases);
   std::shared_ptr<World> world;
   {
     py::gil_scoped_release release;
@@ -255,10 +257,12 @@ void bindWorld(py::module_& m) {
                           "The job: its ranks and groups (see meshcomm/process_group.h).")
       .def(py::init(&initWorld), py::arg("store") = nullptr, py::arg("init_method") = std::string(),
            py::arg("rank") = -1, py::arg("world_size") = -1, py::arg("timeout_ms") = 0,
-           py::arg("backend") = std::string("mccl"), py::arg("label") = std::string(),
+           py::arg("label") = std::string(), py::arg("world_group_name") = std::string("world"),
+           py::arg("world_group_aliases") = std::vector<std::string>(),
            "Join the job (collective: returns once every rank has joined). `label` tells "
            "this World's groups apart in flight-recorder records when the process already "
-           "belongs to a job through another World.")
+           "belongs to a job through another World; the world group is named "
+           "`world_group_name` and answers to `world_group_aliases` too.")
       .def_property_readonly("rank", [](const WorldHandle& w) { return w.get().rank(); })
       .def_property_readonly("size", [](const WorldHandle& w) { return w.get().size(); })
       .def_property_readonly("local_rank",
@@ -267,20 +271,24 @@ void bindWorld(py::module_& m) {
           "machine_size", [](const WorldHandle& w) { return w.get().machineSize(); },
           "How many of the job's processes run on this machine, whatever hosts "
           "MESHCOMM_HOST_ID makes of it.")
-      .def_property_readonly("backend", [](const WorldHandle& w) { return w.get().backend(); })
+      .def_property_readonly("world_group_name",
+                             [](const WorldHandle& w) { return w.get().worldGroupName(); })
       .def_property_readonly("closed", &WorldHandle::closed)
       .def("world_group", [](const WorldHandle& w) { return w.get().worldGroup(); })
       .def(
           "new_group",
-          [](const WorldHandle& w, std::vector<int> ranks, const std::string& backend,
+          [](const WorldHandle& w, std::vector<int> ranks, std::string namePrefix,
              int64_t timeoutMs) {
             World& world = w.get();
+            NewGroupOptions options;
+            options.namePrefix = std::move(namePrefix);
+            options.timeout = std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs);
             py::gil_scoped_release release;
-            return world.newGroup(std::move(ranks), backend,
-                                  std::chrono::milliseconds(timeoutMs < 0 ? 0 : timeoutMs));
+            return world.newGroup(std::move(ranks), options);
           },
-          py::arg("ranks"), py::arg("backend") = std::string("mccl"), py::arg("timeout_ms") = 0,
-          "Create the group of these world ranks (collective over its members).")
+          py::arg("ranks"), py::arg("name_prefix") = std::string("group"), py::arg("timeout_ms") = 0,
+          "Create the group of these world ranks (collective over its members), named "
+          "`<name_prefix>_<n>_<sha1 of the ranks>`.")
       .def(
           "find_group",
           [](const WorldHandle& w, const std::string& name) { return w.get().findGroup(name); },
@@ -316,8 +324,7 @@ void bindWorld(py::module_& m) {
           "Replace a group with one of its survivors (collective over them).")
       .def("close", &WorldHandle::close,
            "Shut down: destroy every group and leave the job (waits for queued operations).")
-      .def_static("group_name", &World::groupName, py::arg("backend"), py::arg("ranks"))
-      .def_static("world_group_name", [] { return std::string(World::worldGroupName()); });
+      .def_static("group_name", &World::groupName, py::arg("prefix"), py::arg("ranks"));
 }
 
 // ---- operations: one binding per entry of the operation table ----------

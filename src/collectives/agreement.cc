@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -17,8 +18,7 @@ namespace {
 enum Word : size_t { kDtype, kCount, kReduceOp, kRoot, kSplits, kSendSplits, kRecvSplits, kHeader };
 constexpr size_t kPayloadWords = kPayloadBytes / sizeof(int64_t);
 
-std::vector<int64_t> encode(const CallArguments& a) {
-  std::vector<int64_t> w(kHeader);
+void encodeHeader(const CallArguments& a, int64_t* w) {
   w[kDtype] = static_cast<int64_t>(a.dtype);
   w[kCount] = static_cast<int64_t>(a.count);
   w[kReduceOp] = static_cast<int64_t>(a.op);
@@ -26,6 +26,11 @@ std::vector<int64_t> encode(const CallArguments& a) {
   w[kSplits] = static_cast<int64_t>(a.splits.size());
   w[kSendSplits] = static_cast<int64_t>(a.sendSplits.size());
   w[kRecvSplits] = static_cast<int64_t>(a.recvSplits.size());
+}
+
+std::vector<int64_t> encode(const CallArguments& a) {
+  std::vector<int64_t> w(kHeader);
+  encodeHeader(a, w.data());
   w.insert(w.end(), a.splits.begin(), a.splits.end());
   w.insert(w.end(), a.sendSplits.begin(), a.sendSplits.end());
   w.insert(w.end(), a.recvSplits.begin(), a.recvSplits.end());
@@ -46,12 +51,12 @@ struct Tables {
   const int64_t* recv;
   size_t splitCount, sendCount, recvCount;
 };
-Tables tablesOf(const std::vector<int64_t>& w) {
+Tables tablesOf(const int64_t* w) {
   Tables t{};
   t.splitCount = static_cast<size_t>(w[kSplits]);
   t.sendCount = static_cast<size_t>(w[kSendSplits]);
   t.recvCount = static_cast<size_t>(w[kRecvSplits]);
-  t.splits = w.data() + kHeader;
+  t.splits = w + kHeader;
   t.send = t.splits + t.splitCount;
   t.recv = t.send + t.sendCount;
   return t;
@@ -69,8 +74,8 @@ std::string listOf(const int64_t* v, size_t n) {
 
 // What the records of ranks `a` and `b` disagree on, or "" if nothing of
 // their headers and shared split tables.
-std::string headerDifference(const OperationInfo& info, const std::vector<int64_t>& ra, int a,
-                             const std::vector<int64_t>& rb, int b) {
+std::string headerDifference(const OperationInfo& info, const int64_t* ra, int a, const int64_t* rb,
+                             int b) {
   auto pair = [&](const char* what, const std::string& va, const std::string& vb) {
     return std::string("they pass different ") + what + ": rank " + std::to_string(a) + " passes " +
            va + ", rank " + std::to_string(b) + " passes " + vb;
@@ -99,7 +104,7 @@ std::string headerDifference(const OperationInfo& info, const std::vector<int64_
 
 // What all_to_all_single's split tables disagree on: what some rank sends
 // to another differs from what that one expects from it. "" if nothing.
-std::string exchangeDifference(const std::vector<std::vector<int64_t>>& records) {
+std::string exchangeDifference(std::span<const int64_t* const> records) {
   const int p = static_cast<int>(records.size());
   for (int from = 0; from < p; ++from) {
     const Tables f = tablesOf(records[static_cast<size_t>(from)]);
@@ -120,8 +125,7 @@ std::string exchangeDifference(const std::vector<std::vector<int64_t>>& records)
 }
 
 // The same verdict on every rank: every rank holds the same records.
-void judge(const Comm& comm, const OperationInfo& info,
-           const std::vector<std::vector<int64_t>>& records) {
+void judge(const Comm& comm, const OperationInfo& info, std::span<const int64_t* const> records) {
   std::string why;
   for (size_t r = 1; r < records.size() && why.empty(); ++r) {
     why = headerDifference(info, records[0], 0, records[r], static_cast<int>(r));
@@ -133,6 +137,15 @@ void judge(const Comm& comm, const OperationInfo& info,
                           "every rank must pass the same values");
 }
 
+// judge() over records held in vectors.
+void judge(const Comm& comm, const OperationInfo& info,
+           const std::vector<std::vector<int64_t>>& records) {
+  std::vector<const int64_t*> views;
+  views.reserve(records.size());
+  for (const auto& r : records) views.push_back(r.data());
+  judge(comm, info, views);
+}
+
 // The signature the records travel under: the call's family alone, so a
 // rank running another family, or a call of this family that skips the
 // step, fails the usual signature check instead of misreading a record.
@@ -142,19 +155,61 @@ MessageSignature recordSignature(const Comm& comm) {
   return sig;
 }
 
-// One round on the host's segment: each rank's record in its cell.
-std::vector<std::vector<int64_t>> exchangeOnSharedMemory(Comm& comm, const std::vector<int64_t>& mine) {
+// Records read in place on the stack up to this many ranks.
+constexpr size_t kStackRecords = 64;
+
+// Whether a call's record (and a broadcast's payload) fits a cell of the
+// host's segment.
+bool fitsInCells(const Comm& comm, const CallArguments& a) {
+  const size_t words = kHeader + a.splits.size() + a.sendSplits.size() + a.recvSplits.size();
+  return comm.route() == Route::kShm && comm.hasShmDomain() &&
+         words * sizeof(int64_t) + a.payloadBytes <= ShmDomain::kCellBytes;
+}
+
+// exchangeOnSharedMemory and judge for a call on one host, judged where
+// the records lie: each rank writes its record (and a broadcast's payload
+// after it) straight into its cell and reads the others' in theirs. A call
+// without split tables (the rooted ones, on every call) allocates nothing.
+// Returns whether the payload was delivered.
+bool agreeInCells(Comm& comm, const CallArguments& args) {
   Comm records = comm.withSignature(recordSignature(comm));
   ShmOp op = records.shmOp();
-  const size_t bytes = mine.size() * sizeof(int64_t);
-  std::memcpy(op.beginCell(), mine.data(), bytes);
+  int64_t header[kHeader];
+  std::vector<int64_t> tabled;
+  const int64_t* mine = header;
+  size_t words = kHeader;
+  if (args.splits.empty() && args.sendSplits.empty() && args.recvSplits.empty()) {
+    encodeHeader(args, header);
+  } else {
+    tabled = encode(args);  // no payload: only broadcasts carry one
+    mine = tabled.data();
+    words = tabled.size();
+  }
+  auto* cell = op.beginCell();
+  std::memcpy(cell, mine, words * sizeof(int64_t));
+  if (args.payload != nullptr && args.payloadBytes > 0) {
+    std::memcpy(cell + words * sizeof(int64_t), args.payload, args.payloadBytes);
+  }
   op.publish();
   op.waitAll();
-  std::vector<std::vector<int64_t>> all(static_cast<size_t>(op.size()), std::vector<int64_t>(mine.size()));
-  for (int local = 0; local < op.size(); ++local) {
-    std::memcpy(all[static_cast<size_t>(op.domain().groupRank(local))].data(), op.cell(local), bytes);
+  const int64_t* onStack[kStackRecords];
+  std::vector<const int64_t*> onHeap;
+  const int64_t** views = onStack;
+  if (op.size() > static_cast<int>(kStackRecords)) {
+    onHeap.resize(static_cast<size_t>(op.size()));
+    views = onHeap.data();
   }
-  return all;
+  for (int local = 0; local < op.size(); ++local) {
+    views[op.domain().groupRank(local)] = reinterpret_cast<const int64_t*>(op.cell(local));
+  }
+  judge(comm, operationInfo(args.operation),
+        std::span<const int64_t* const>(views, static_cast<size_t>(op.size())));
+  if (args.payload == nullptr) return false;
+  // The records agree, so every rank names the same root and count.
+  if (comm.rank() != args.root && args.payloadBytes > 0) {
+    std::memcpy(args.payload, views[args.root] + words, args.payloadBytes);
+  }
+  return true;
 }
 
 // One message from every rank to every other. `alongside(peer)`, if set,
@@ -182,7 +237,7 @@ std::vector<std::vector<int64_t>> exchangeByMessages(Comm& comm, const std::vect
 // record so that its peers reach the same answer; -1 if it sends none
 // there (some block of its call is above kEagerBlockBytes).
 int64_t eagerBytesTo(const std::vector<int64_t>& record, int peer) {
-  const Tables t = tablesOf(record);
+  const Tables t = tablesOf(record.data());
   const auto elementBytes = static_cast<int64_t>(dtypeSize(static_cast<DType>(record[kDtype])));
   int64_t largest = 0;
   for (size_t i = 0; i < t.sendCount; ++i) largest = std::max(largest, t.send[i] * elementBytes);
@@ -222,11 +277,11 @@ bool checking() {
 bool agree(Comm& comm, const CallArguments& args) {
   if (!checking()) return false;
   bool delivered = false;
-  if (comm.size() > 1) {
+  if (comm.size() > 1 && fitsInCells(comm, args)) {
+    delivered = agreeInCells(comm, args);
+  } else if (comm.size() > 1) {
     const std::vector<int64_t> mine = encode(args);
-    const bool shm = comm.route() == Route::kShm && comm.hasShmDomain() &&
-                     mine.size() * sizeof(int64_t) <= ShmDomain::kCellBytes;
-    const auto records = shm ? exchangeOnSharedMemory(comm, mine) : exchangeByMessages(comm, mine);
+    const auto records = exchangeByMessages(comm, mine);
     judge(comm, operationInfo(args.operation), records);
     if (args.payload != nullptr) {
       // The headers agree, so the root's data was small enough too.

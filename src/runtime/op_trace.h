@@ -2,7 +2,7 @@
 // the flight recorder (runtime/flight_recorder.h) and, with
 // MESHCOMM_LOG=coll, as one line per operation on stderr:
 //
-//   [meshcomm coll pid 4242] rank=0 group=mccl_world_group seq=42 op=all_reduce
+//   [meshcomm coll pid 4242] rank=0 group=world seq=42 op=all_reduce
 //       bytes=4096 algorithm=ring transport=tcp us=81.3 state=completed
 //
 // A failed operation also writes the flight recorder to disk and names the

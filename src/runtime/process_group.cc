@@ -41,12 +41,25 @@ size_t totalBytes(const std::vector<Block>& blocks) {
   return total;
 }
 
+// `n` blocks of `each` elements of `t`, in order.
+std::vector<Block> equalBlocksOf(TensorRef t, int64_t each, int n) {
+  std::vector<Block> out(static_cast<size_t>(n));
+  const size_t bytes = static_cast<size_t>(each) * dtypeSize(t.dtype);
+  auto* p = static_cast<uint8_t*>(t.data);
+  for (Block& b : out) {
+    b = {p, bytes};
+    p += bytes;
+  }
+  return out;
+}
+
 std::vector<int64_t> equalCounts(int64_t each, int n) {
   return std::vector<int64_t>(static_cast<size_t>(n), each);
 }
 
 std::vector<Block> blocksOf(TensorRef t, const std::vector<int64_t>& counts) {
   std::vector<Block> out;
+  out.reserve(counts.size());
   size_t es = dtypeSize(t.dtype);
   auto* p = static_cast<uint8_t*>(t.data);
   for (int64_t c : counts) {
@@ -98,10 +111,13 @@ class Call {
     if (t.numel < 0) fail(std::string(name) + " has a negative element count");
     if (t.numel > 0 && t.data == nullptr) fail(std::string(name) + " has no data");
   }
-  void sameDtype(const TensorRef& a, const TensorRef& b, const char* what) const {
+  // The names make the message only when it is needed: the checks run on
+  // every call, the messages almost never.
+  void sameDtype(const TensorRef& a, const TensorRef& b, const char* aName,
+                 const char* bName = nullptr) const {
     if (a.dtype != b.dtype) {
-      fail(std::string(what) + " dtypes differ (" + dtypeName(a.dtype) + " vs " +
-           dtypeName(b.dtype) + ")");
+      fail(std::string(aName) + (bName != nullptr ? std::string(" and ") + bName : "") +
+           " dtypes differ (" + dtypeName(a.dtype) + " vs " + dtypeName(b.dtype) + ")");
     }
   }
   void reduceOp(ReduceOp op, DType dtype) const {
@@ -142,15 +158,21 @@ class Call {
   // `whole`, the other buffer of a collective whose `block` is one rank's
   // share, must hold the group's size of such blocks, of the same dtype.
   // Returns those blocks.
-  std::vector<Block> equalBlocks(const TensorRef& whole, const char* wholeName, const TensorRef& block,
-                                 const char* blockName) const {
+  // `whole` holds one `block`-sized block per rank, of one dtype.
+  void equalShape(const TensorRef& whole, const char* wholeName, const TensorRef& block,
+                  const char* blockName) const {
     tensor(whole, wholeName);
-    sameDtype(whole, block, (std::string(wholeName) + " and " + blockName).c_str());
+    sameDtype(whole, block, wholeName, blockName);
     if (whole.numel != block.numel * g_.size()) {
       fail(std::string("the ") + wholeName + " must hold size x " + blockName + " = " +
            std::to_string(block.numel * g_.size()) + " elements, it has " + std::to_string(whole.numel));
     }
-    return blocksOf(whole, equalCounts(block.numel, g_.size()));
+  }
+  // equalShape, and those blocks.
+  std::vector<Block> equalBlocks(const TensorRef& whole, const char* wholeName, const TensorRef& block,
+                                 const char* blockName) const {
+    equalShape(whole, wholeName, block, blockName);
+    return equalBlocksOf(whole, block.numel, g_.size());
   }
   // `part` is this rank's share of `whole` as `splits` divide it among
   // the ranks (the uneven all_gather and reduce_scatter): both valid, one
@@ -161,7 +183,7 @@ class Call {
                    const char* splitsName) const {
     tensor(part, partName);
     tensor(whole, wholeName);
-    sameDtype(whole, part, (std::string(wholeName) + " and " + partName).c_str());
+    sameDtype(whole, part, wholeName, partName);
     counts(splits, whole.numel, splitsName);
     const auto me = static_cast<size_t>(g_.rank());
     if (splits[me] != part.numel) {
@@ -169,7 +191,7 @@ class Call {
            " has " + std::to_string(part.numel) + " elements");
     }
     const int64_t own = std::accumulate(splits.begin(), splits.begin() + g_.rank(), int64_t{0});
-    apartOrOwnBlock(part, whole, own, (std::string("the ") + partName).c_str(), wholeName);
+    apartOrOwnBlock(part, whole, own, partName, wholeName);
   }
   // The blocks of gather's or scatter's per-rank list, named `listName`
   // with elements `element`, that only the root uses: there, one tensor
@@ -189,7 +211,7 @@ class Call {
     if (!rangesOverlap(part.data, part.bytes(), whole.data, whole.bytes())) return;
     const size_t own = static_cast<size_t>(ownOffset) * dtypeSize(whole.dtype);
     if (part.data == static_cast<uint8_t*>(whole.data) + own) return;
-    fail(std::string(partName) + " overlaps the " + wholeName + " without being this rank's block of it (" +
+    fail(std::string("the ") + partName + " overlaps the " + wholeName + " without being this rank's block of it (" +
          std::to_string(ownOffset) + " elements in); pass separate buffers, or exactly that block for an "
          "in-place call");
   }
@@ -197,11 +219,12 @@ class Call {
   // exchange writes some outputs before it has sent every input.
   void apart(const std::vector<Block>& outputs, const std::vector<Block>& inputs) const {
     for (const Block& o : outputs) {
-      for (const Block& i : inputs) {
-        if (rangesOverlap(o.data, o.bytes, i.data, i.bytes)) {
-          fail("an output overlaps an input; the outputs need buffers of their own");
-        }
-      }
+      for (const Block& i : inputs) apart(o, i);
+    }
+  }
+  void apart(const Block& output, const Block& input) const {
+    if (rangesOverlap(output.data, output.bytes, input.data, input.bytes)) {
+      fail("an output overlaps an input; the outputs need buffers of their own");
     }
   }
   void counts(const std::vector<int64_t>& counts, int64_t total, const char* name) const {
@@ -320,9 +343,9 @@ WorkPtr ProcessGroup::allGather(const std::vector<TensorRef>& outputs, TensorRef
   call.tensor(input, "input");
   call.matchingList(outputs, input, "the output list", "output", "input");
   auto blocks = blocksOf(outputs);
-  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel),
-                              call.algorithm(totalBytes(blocks)), o,
-                              [input, blocks](Comm& c) {
+  const Algorithm algorithm = call.algorithm(totalBytes(blocks));
+  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel), algorithm, o,
+                              [input, blocks = std::move(blocks)](Comm& c) {
                                 collectives::allGather(c, input.data, input.bytes(), blocks);
                               });
 }
@@ -331,10 +354,10 @@ WorkPtr ProcessGroup::allGatherIntoTensor(TensorRef output, TensorRef input, con
   Call call(Operation::kAllGatherIntoTensor, *impl_);
   call.tensor(input, "input");
   auto blocks = call.equalBlocks(output, "output", input, "input");
-  call.apartOrOwnBlock(input, output, input.numel * rank(), "the input", "output");
-  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel),
-                              call.algorithm(totalBytes(blocks)), o,
-                              [input, blocks](Comm& c) {
+  call.apartOrOwnBlock(input, output, input.numel * rank(), "input", "output");
+  const Algorithm algorithm = call.algorithm(output.bytes());
+  return impl_->runCollective(call.name(), call.signature(input.dtype, input.numel), algorithm, o,
+                              [input, blocks = std::move(blocks)](Comm& c) {
                                 collectives::allGather(c, input.data, input.bytes(), blocks);
                               });
 }
@@ -380,13 +403,13 @@ WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRe
 WorkPtr ProcessGroup::reduceScatterTensor(TensorRef output, TensorRef input, const OpOptions& o) {
   Call call(Operation::kReduceScatterTensor, *impl_);
   call.tensor(output, "output");
-  call.equalBlocks(input, "input", output, "output");
+  call.equalShape(input, "input", output, "output");
   call.reduceOp(o.op, output.dtype);
-  call.apartOrOwnBlock(output, input, output.numel * rank(), "the output", "input");
+  call.apartOrOwnBlock(output, input, output.numel * rank(), "output", "input");
   std::vector<size_t> counts(static_cast<size_t>(size()), static_cast<size_t>(output.numel));
   return impl_->runCollective(
       call.name(), call.signature(output.dtype, output.numel, 0, o.op), call.algorithm(), o,
-      [output, input, counts, o](Comm& c) {
+      [output, input, counts = std::move(counts), o](Comm& c) {
         collectives::reduceScatter(c, input.data, counts, output.data, output.dtype, o.op);
       });
 }
@@ -454,7 +477,7 @@ WorkPtr ProcessGroup::allToAll(const std::vector<TensorRef>& outputs,
     call.tensor(inputs[i], "input");
     call.tensor(outputs[i], "output");
     call.sameDtype(inputs[i], inputs[0], "input");
-    call.sameDtype(outputs[i], inputs[0], "output and input");
+    call.sameDtype(outputs[i], inputs[0], "output", "input");
   }
   DType dtype = inputs.empty() ? DType::kUInt8 : inputs[0].dtype;
   auto sends = blocksOf(inputs);
@@ -470,7 +493,7 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
   Call call(Operation::kAllToAllSingle, *impl_);
   call.tensor(output, "output");
   call.tensor(input, "input");
-  call.sameDtype(output, input, "output and input");
+  call.sameDtype(output, input, "output", "input");
   auto split = [&](const std::vector<int64_t>& given, TensorRef t, const char* name) {
     if (!given.empty()) {
       call.counts(given, t.numel, name);
@@ -487,10 +510,11 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
   args.recvSplits = split(recvCounts, output, "output_split_sizes");
   auto sends = blocksOf(input, args.sendSplits);
   auto recvs = blocksOf(output, args.recvSplits);
-  call.apart({Block{static_cast<uint8_t*>(output.data), output.bytes()}},
-             {Block{static_cast<uint8_t*>(input.data), input.bytes()}});
+  call.apart(Block{static_cast<uint8_t*>(output.data), output.bytes()},
+             Block{static_cast<uint8_t*>(input.data), input.bytes()});
   return impl_->runCollective(call.name(), call.signature(input.dtype, 0), call.algorithm(), o,
-                              [sends, recvs, args](Comm& c) {
+                              [sends = std::move(sends), recvs = std::move(recvs),
+                               args = std::move(args)](Comm& c) {
                                 if (collectives::agreeAndExchange(c, args, sends, recvs)) return;
                                 collectives::agree(c, args);
                                 collectives::allToAll(c, sends, recvs);

@@ -36,8 +36,6 @@
 namespace meshcomm {
 namespace {
 
-constexpr char kWorldGroupName[] = "mccl_world_group";
-constexpr char kWorldGroupAlias[] = "hccl_world_group";
 constexpr char kKeyRoot[] = "__meshcomm";
 // How often joining a group checks the store for members that died.
 constexpr std::chrono::milliseconds kJoinCheckEvery{200};
@@ -110,7 +108,8 @@ class WorldImpl {
   int rank = 0;
   int size = 1;
   int localRank = 0;  // index among the ranks of this host
-  std::string backend;
+  std::string worldGroupName;                  // InitOptions::worldGroupName
+  std::vector<std::string> worldGroupAliases;  // InitOptions::worldGroupAliases
   std::chrono::milliseconds timeout{0};
   std::string authToken;
   std::string advertiseHost;
@@ -291,25 +290,21 @@ World::World(std::unique_ptr<WorldImpl> impl) : impl_(std::move(impl)) {}
 
 World::~World() { impl_->shutdown(); }
 
-const char* World::worldGroupName() { return kWorldGroupName; }
-
-std::string World::groupName(const std::string& backend, std::vector<int> ranks) {
+std::string World::groupName(const std::string& prefix, std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   std::string joined;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (i > 0) joined += "_";
     joined += std::to_string(ranks[i]);
   }
-  return backend + "_" + std::to_string(ranks.size()) + "_" + sha1Hex(joined);
+  return prefix + "_" + std::to_string(ranks.size()) + "_" + sha1Hex(joined);
 }
 
 std::shared_ptr<World> World::init(const InitOptions& options) {
   auto w = std::make_unique<WorldImpl>();
-  if (options.backend != "mccl" && options.backend != "hccl") {
-    throw InvalidArgument("backend '" + options.backend +
-                          "' is not supported; meshcomm provides 'mccl' (and accepts 'hccl')");
-  }
-  w->backend = options.backend;
+  if (options.worldGroupName.empty()) throw InvalidArgument("the world group's name is empty");
+  w->worldGroupName = options.worldGroupName;
+  w->worldGroupAliases = options.worldGroupAliases;
   int rank = options.rank;
   int size = options.worldSize;
   std::string sizeSource = "the arguments";
@@ -544,7 +539,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
 
   std::vector<int> all(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) all[static_cast<size_t>(r)] = r;
-  w->world = w->createGroup(kWorldGroupName, all, w->timeout);
+  w->world = w->createGroup(w->worldGroupName, all, w->timeout);
   return std::shared_ptr<World>(new World(std::move(w)));
 }
 
@@ -552,17 +547,19 @@ int World::rank() const { return impl_->rank; }
 int World::size() const { return impl_->size; }
 int World::localRank() const { return impl_->localRank; }
 int World::machineSize() const { return impl_->machineSize; }
-const std::string& World::backend() const { return impl_->backend; }
+const std::string& World::worldGroupName() const { return impl_->worldGroupName; }
+
+bool World::namesWorldGroup(const std::string& name) const {
+  const auto& aliases = impl_->worldGroupAliases;
+  return name == impl_->worldGroupName || std::find(aliases.begin(), aliases.end(), name) != aliases.end();
+}
 std::shared_ptr<ProcessGroup> World::worldGroup() const {
   MutexLock lock(impl_->mu);
   return impl_->world;
 }
 
-std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std::string& backend,
-                                              std::chrono::milliseconds timeout) {
-  if (backend != "mccl" && backend != "hccl") {
-    throw InvalidArgument("backend must be 'mccl' or 'hccl', got '" + backend + "'");
-  }
+std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const NewGroupOptions& options) {
+  if (options.namePrefix.empty()) throw InvalidArgument("new_group: the name prefix is empty");
   if (ranks.empty()) throw InvalidArgument("new_group: the rank list is empty");
   std::sort(ranks.begin(), ranks.end());
   if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
@@ -575,20 +572,22 @@ std::shared_ptr<ProcessGroup> World::newGroup(std::vector<int> ranks, const std:
     throw InvalidArgument("new_group: world rank " + std::to_string(impl_->rank) +
                           " is not in the rank list; only the members create a group");
   }
-  std::string name = groupName(backend, ranks);
+  std::string name = groupName(options.namePrefix, ranks);
   if (auto existing = findGroup(name)) return existing;
-  return impl_->createGroup(name, ranks, timeout.count() > 0 ? timeout : impl_->timeout);
+  return impl_->createGroup(name, ranks,
+                            options.timeout.count() > 0 ? options.timeout : impl_->timeout);
 }
 
 std::shared_ptr<ProcessGroup> World::findGroup(const std::string& name) const {
+  const bool world = namesWorldGroup(name);
   MutexLock lock(impl_->mu);
-  if (name == kWorldGroupName || name == kWorldGroupAlias) return impl_->world;
+  if (world) return impl_->world;
   auto it = impl_->groups.find(name);
   return it == impl_->groups.end() ? nullptr : it->second;
 }
 
 void World::destroyGroup(const std::string& name) {
-  if (name == kWorldGroupName || name == kWorldGroupAlias) {
+  if (namesWorldGroup(name)) {
     throw InvalidArgument("the world group ends with the World itself");
   }
   std::shared_ptr<ProcessGroup> doomed;

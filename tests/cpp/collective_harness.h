@@ -498,6 +498,9 @@ struct JobOptions {
   // keeps the store up until then. 0 skips the final handshake (the store
   // host itself is killed).
   int expectDone = -1;  // -1: every rank
+  // InitOptions' names of the world group.
+  std::string worldGroupName = "world";
+  std::vector<std::string> worldGroupAliases;
 };
 
 // What a rank's test body gets.
@@ -580,6 +583,8 @@ inline int runRank(int rank, int p, const JobOptions& o, PipeChannel& portPipe,
   io.rank = rank;
   io.worldSize = p;
   io.timeout = o.timeout;
+  io.worldGroupName = o.worldGroupName;
+  io.worldGroupAliases = o.worldGroupAliases;
   env.world = World::init(io);
   CHILD_CHECK(env.world->rank() == rank && env.world->size() == p);
   const int code = body(env);

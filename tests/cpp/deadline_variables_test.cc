@@ -49,7 +49,7 @@ TEST(DeadlineVariables, TimeoutBoundsTheWorldGroup) {
 TEST(DeadlineVariables, TimeoutBoundsANewGroup) {
   std::shared_ptr<ProcessGroup> g;
   expectVariableBounds([&g](RankEnv& e) -> ProcessGroup& {
-    g = e.world->newGroup({0, 1}, "mccl", 0ms);
+    g = e.world->newGroup({0, 1}, {.timeout = 0ms});
     return *g;
   });
 }

@@ -185,7 +185,7 @@ TEST(FaultStop, StoppedPeerMakesOthersTimeOut) {
   o.expectDone = kP - 1;
   test::WorldJob job(kP, o, [](RankEnv& e) {
     std::vector<int> all = test::ranksUpTo(e.size);
-    auto g = e.world->newGroup(all, "mccl", 1500ms);
+    auto g = e.world->newGroup(all, {.timeout = 1500ms});
     std::vector<float> data(1 << 16, 1.0f);
     std::string what;
     test::Caught got = test::Caught::kNone;
@@ -225,7 +225,7 @@ void runMissing(int p, int missing, bool allToAll) {
   test::JobOptions o;
   o.bound = 60s;
   auto statuses = test::runWorld(p, o, [=](RankEnv& e) {
-    auto g = e.world->newGroup(test::ranksUpTo(e.size), "mccl", 1500ms);
+    auto g = e.world->newGroup(test::ranksUpTo(e.size), {.timeout = 1500ms});
     if (e.rank == missing) {
       // Alive and connected, but never calls; leaves once the others are done.
       auto until = std::chrono::steady_clock::now() + 20s;
@@ -281,7 +281,7 @@ void runInterrupt(int p, bool overShm, bool pointToPoint) {
   o.bound = 60s;
   if (!overShm) o.env.push_back({"MESHCOMM_SHM", "0"});
   auto statuses = test::runWorld(p, o, [=](RankEnv& e) {
-    auto g = e.world->newGroup(test::ranksUpTo(e.size), "mccl", 20s);
+    auto g = e.world->newGroup(test::ranksUpTo(e.size), {.timeout = 20s});
     std::vector<float> data(1024, 1.0f);
     TensorRef ref{data.data(), 1024, DType::kFloat32};
     std::string what;

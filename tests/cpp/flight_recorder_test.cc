@@ -170,7 +170,7 @@ TEST(FlightRecorder, TheFirstWorldNamesTheProcessWhileItLives) {
     CHILD_CHECK(lines[0].find("\"rank\":" + std::to_string(e.rank) + ",\"world_size\":3") !=
                     std::string::npos,
                 "" << lines[0]);
-    CHILD_CHECK((lines[0].find("\"name\":\"mccl_world_group@ranks_1_2\",\"rank\":" +
+    CHILD_CHECK((lines[0].find("\"name\":\"world@ranks_1_2\",\"rank\":" +
                                std::to_string(e.rank - 1) + ",\"world_ranks\":[1,2]}") !=
                  std::string::npos) == (e.rank > 0),
                 "" << lines[0]);

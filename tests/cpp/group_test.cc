@@ -1,5 +1,5 @@
 // Process groups over subsets of the world: creation by only the members,
-// names (<backend>_<n>_<sha1 of "_".join(sorted ranks)>), rank translation,
+// names (<prefix>_<n>_<sha1 of "_".join(sorted ranks)>), rank translation,
 // a group that excludes rank 0, two disjoint groups working at the same
 // time, overlapping groups driven from two threads of one rank, the
 // 8-rank case where only ranks 0 and 4 create and use a group, and the
@@ -70,16 +70,38 @@ void checkAllGather(ProcessGroup& g, int64_t m, uint64_t salt) {
   }
 }
 
+// A front may name the world group its own way (the Python API keeps
+// MindSpore's names): the name, and aliases it answers to as well.
+TEST(GroupNames, WorldGroupNameAndAliasesAsInitGivesThem) {
+  test::JobOptions o = quick();
+  o.worldGroupName = "main";
+  o.worldGroupAliases = {"everyone", "all"};
+  auto statuses = test::runWorld(2, o, [](RankEnv& e) {
+    World& w = *e.world;
+    CHILD_CHECK(w.worldGroupName() == "main" && w.worldGroup()->name() == "main");
+    for (const char* name : {"main", "everyone", "all"}) {
+      CHILD_CHECK(w.findGroup(name) == w.worldGroup(), "" << name);
+      CHILD_CHECK(test::catchError([&] { w.destroyGroup(name); }) == test::Caught::kInvalidArgument,
+                  "" << name);
+    }
+    CHILD_CHECK(w.findGroup("world") == nullptr);
+    checkAllReduce(*w.findGroup("everyone"), DType::kInt32, ReduceOp::kSum, 64, 41);
+    return test::kExitOk;
+  });
+  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
+}
+
 // Ranks {1, 2, 3} of 4: rank 0 is not a member and may not create it.
 TEST(GroupSubset, ExcludingRankZeroNamesRanksAndCollectives) {
   auto statuses = test::runWorld(4, quick(), [](RankEnv& e) {
     World& w = *e.world;
-    const std::string name = std::string("mccl_3_") + kSha123;
-    CHILD_CHECK(World::groupName("mccl", {3, 1, 2}) == name, "" << World::groupName("mccl", {3, 1, 2}));
-    CHILD_CHECK(World::groupName("mccl", {0, 1, 2, 3}) == std::string("mccl_4_") + kSha0123);
-    CHILD_CHECK(w.findGroup("hccl_world_group") == w.worldGroup());
-    CHILD_CHECK(w.findGroup(World::worldGroupName()) == w.worldGroup());
-    CHILD_CHECK(w.worldGroup()->name() == "mccl_world_group");
+    const std::string name = std::string("group_3_") + kSha123;
+    CHILD_CHECK(World::groupName("group", {3, 1, 2}) == name, "" << World::groupName("group", {3, 1, 2}));
+    CHILD_CHECK(World::groupName("group", {0, 1, 2, 3}) == std::string("group_4_") + kSha0123);
+    CHILD_CHECK(w.worldGroupName() == "world");
+    CHILD_CHECK(w.findGroup("world") == w.worldGroup());
+    CHILD_CHECK(w.worldGroup()->name() == "world");
+    CHILD_CHECK(w.findGroup("everyone") == nullptr);  // no alias unless asked for
     if (e.rank == 0) {
       test::Caught c = test::catchError([&] { w.newGroup({1, 2, 3}); });
       CHILD_CHECK(c == test::Caught::kInvalidArgument, "a non-member created a group: " << test::caughtName(c));
@@ -129,10 +151,10 @@ TEST(GroupSubset, ExcludingRankZeroNamesRanksAndCollectives) {
           CHILD_CHECK(test::firstDifference(DType::kInt32, out.data() + r * 40, want.data(), 10).empty());
         }
       }
-      // "hccl" is accepted, and names its groups after itself.
+      // A prefix of the caller's names the group.
       if (e.rank <= 2) {
-        auto h = w.newGroup({1, 2}, "hccl");
-        CHILD_CHECK(h->name().rfind("hccl_2_", 0) == 0 && h->name() == World::groupName("hccl", {1, 2}), "" << h->name());
+        auto h = w.newGroup({1, 2}, {.namePrefix = "tp"});
+        CHILD_CHECK(h->name().rfind("tp_2_", 0) == 0 && h->name() == World::groupName("tp", {1, 2}), "" << h->name());
         checkAllReduce(*h, DType::kInt8, ReduceOp::kMax, 99, 35);
       }
       w.destroyGroup(name);
@@ -152,7 +174,7 @@ TEST(GroupPair, OnlyRanksZeroAndFourCreateAndUseTheirGroup) {
     World& w = *e.world;
     if (e.rank == 0 || e.rank == 4) {
       auto g = w.newGroup({4, 0});
-      CHILD_CHECK(g->name() == std::string("mccl_2_") + kSha04, "" << g->name());
+      CHILD_CHECK(g->name() == std::string("group_2_") + kSha04, "" << g->name());
       CHILD_CHECK(g->rank() == (e.rank == 0 ? 0 : 1) && g->size() == 2);
       CHILD_CHECK(g->toWorldRank(1) == 4 && g->toGroupRank(4) == 1 && g->toGroupRank(2) == -1);
       for (ReduceOp op : test::kAllOps) checkAllReduce(*g, DType::kFloat16, op, 2049, 50 + static_cast<uint64_t>(op));
@@ -170,7 +192,7 @@ TEST(GroupPair, OnlyRanksZeroAndFourCreateAndUseTheirGroup) {
       test::fillInput(DType::kFloat64, Domain::kRaw, 58, 1 - g->rank(), 0, 50000, want.data());
       CHILD_CHECK(test::firstDifference(DType::kFloat64, in.data(), want.data(), 50000).empty());
     } else {
-      CHILD_CHECK(w.findGroup(World::groupName("mccl", {0, 4})) == nullptr);
+      CHILD_CHECK(w.findGroup(World::groupName("group", {0, 4})) == nullptr);
     }
     test::storeBarrier(*e.store, "pair-done", 8);
     checkAllReduce(e.pg(), DType::kFloat32, ReduceOp::kMax, 333, 59);
@@ -208,7 +230,7 @@ TEST(GroupOverlap, SharedRanksDriveTwoGroupsFromTwoThreads) {
     World& w = *e.world;
     std::shared_ptr<ProcessGroup> a, b;
     if (e.rank <= 2) a = w.newGroup({0, 1, 2});
-    if (e.rank >= 1) b = w.newGroup({1, 2, 3}, "mccl", 20s);
+    if (e.rank >= 1) b = w.newGroup({1, 2, 3}, {.timeout = 20s});
     if (b) CHILD_CHECK(b->timeout() == 20s);
     auto loop = [](ProcessGroup* g, uint64_t base) {
       for (int k = 0; k < 15; ++k) {
@@ -240,13 +262,13 @@ TEST(GroupErrors, BadRankListsAndAMissingMember) {
     invalid([&] { w.newGroup({0, 1, 2, 2}); }, "duplicates");
     invalid([&] { w.newGroup({0, 1, 2, 3}); }, "out of range");
     invalid([&] { w.newGroup({-1, 0, 1, 2}); }, "negative");
-    invalid([&] { w.newGroup({0, 1, 2}, "nccl"); }, "unknown backend");
-    invalid([&] { w.destroyGroup(World::worldGroupName()); }, "destroying the world group");
-    invalid([&] { w.destroyGroup("mccl_9_nope"); }, "destroying an unknown group");
+    invalid([&] { w.newGroup({0, 1, 2}, {.namePrefix = ""}); }, "an empty name prefix");
+    invalid([&] { w.destroyGroup(w.worldGroupName()); }, "destroying the world group");
+    invalid([&] { w.destroyGroup("group_9_nope"); }, "destroying an unknown group");
     if (e.rank <= 1) {
       std::string what;
       const uint64_t t0 = test::monoNowNs();
-      test::Caught c = test::catchError([&] { w.newGroup({0, 1, 2}, "mccl", 800ms); }, &what);
+      test::Caught c = test::catchError([&] { w.newGroup({0, 1, 2}, {.timeout = 800ms}); }, &what);
       const double ms = test::msBetween(t0, test::monoNowNs());
       CHILD_CHECK(c == test::Caught::kTimeout, "" << test::caughtName(c) << " " << what);
       CHILD_CHECK(ms >= 700 && ms < 5000, "timed out after " << ms << " ms (deadline 800 ms)");

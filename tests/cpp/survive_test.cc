@@ -68,7 +68,7 @@ int shrinkBody(RankEnv& e, const ShrinkPlan& plan) {
   auto fresh = e.world->shrinkGroup(world);
   CHILD_CHECK(fresh->size() == plan.p - 1);
   CHILD_CHECK(e.world->worldGroup() == fresh, "the shrunk world group is the world group");
-  CHILD_CHECK(e.world->findGroup(World::worldGroupName()) == fresh);
+  CHILD_CHECK(e.world->findGroup(e.world->worldGroupName()) == fresh);
   const int expectedRank = e.rank < plan.victim ? e.rank : e.rank - 1;
   CHILD_CHECK(fresh->rank() == expectedRank, "rank " << e.rank << " is " << fresh->rank());
   std::vector<int> members;

@@ -316,17 +316,18 @@ def test_flight_recorder_names_torch_ranks_and_groups(tmp_path):
         groups, lanes = {}, {}
         for g in header["groups"]:
             label = g["name"].partition("@")[2]
-            (groups if "world_group" in g["name"] else lanes)[label] = (g["name"], g["world_ranks"])
+            (groups if g["name"].partition("@")[0] == "world" else lanes)[label] = \
+                (g["name"], g["world_ranks"])
         assert {label: ranks for label, (_, ranks) in lanes.items()} == \
             {label: ranks for label, (_, ranks) in groups.items()}, header
         groups = dict(groups.values())
-        assert groups.pop("mccl_world_group") == [0, 1, 2], header
+        assert groups.pop("world") == [0, 1, 2], header
         if rank:
             [(name, ranks)] = groups.items()
-            assert name.startswith("mccl_world_group@torch:") and ranks == [1, 2], header
+            assert name.startswith("world@torch:") and ranks == [1, 2], header
     result = diagnose.diagnose(str(tmp_path))
     assert result.status == 1, result.text
-    assert re.search(r"group mccl_world_group@torch:\S+ \(2 ranks\)", result.text), result.text
+    assert re.search(r"group world@torch:\S+ \(2 ranks\)", result.text), result.text
     assert "rank 1 failed in all_reduce #1" in result.text, result.text
     assert "rank 2 last finished all_reduce #0 and never entered #1" in result.text, result.text
 
