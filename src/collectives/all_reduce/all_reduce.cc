@@ -32,6 +32,38 @@ struct Fold {
   int rankOf(int virtualRank) const {
     return virtualRank < rem ? virtualRank * 2 + 1 : virtualRank + rem;
   }
+
+  // Step 0. Returns whether this rank took a neighbour's buffer in: then
+  // `acc` holds op(data, neighbour's) (received through `tmp`).
+  bool foldIn(Comm& comm, const uint8_t* data, uint8_t* acc, uint8_t* tmp, size_t count,
+              DType dtype, ReduceOp op) const {
+    const int r = comm.rank();
+    if (r >= 2 * rem) return false;
+    const size_t bytes = count * dtypeSize(dtype);
+    if (vr < 0) {
+      comm.send(r + 1, 0, data, bytes);
+      comm.waitAll();
+      return false;
+    }
+    comm.recv(r - 1, 0, tmp, bytes);
+    comm.waitAll();
+    const void* inputs[] = {data, tmp};
+    reduce::reduceInto(op, dtype, acc, inputs, 2, count);
+    return true;
+  }
+
+  // Step 63: the ranks that took a buffer in hand `result` back, into the
+  // `data` of the ranks that sat out.
+  void foldOut(Comm& comm, const uint8_t* result, uint8_t* data, size_t bytes) const {
+    const int r = comm.rank();
+    if (r >= 2 * rem) return;
+    if (vr >= 0) {
+      comm.send(r - 1, 63, result, bytes);
+    } else {
+      comm.recv(r + 1, 63, data, bytes);
+    }
+    comm.waitAll();
+  }
 };
 
 // Recursive doubling: after the fold, the p2 ranks exchange whole buffers
@@ -54,17 +86,8 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
   uint8_t* tmp = comm.scratch(Scratch::kRecv, bytes);
   const bool staged = p > 2;
   uint8_t* acc = staged ? comm.scratch(Scratch::kAccumulator, bytes) : data;
-  if (staged && bytes > 0) std::memcpy(acc, data, bytes);
-
-  if (r < 2 * fold.rem) {
-    if (fold.vr < 0) {
-      comm.send(r + 1, 0, data, bytes);
-      comm.waitAll();
-    } else {
-      comm.recv(r - 1, 0, tmp, bytes);
-      comm.waitAll();
-      reduce::reduceInPlace(op, dtype, acc, tmp, count);
-    }
+  if (!fold.foldIn(comm, data, acc, tmp, count, dtype, op) && staged && bytes > 0) {
+    std::memcpy(acc, data, bytes);
   }
   if (fold.vr >= 0) {
     uint32_t step = 1;
@@ -74,14 +97,7 @@ void recursiveDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Red
       reduce::reduceInPlace(op, dtype, acc, tmp, count);
     }
   }
-  if (r < 2 * fold.rem) {
-    if (fold.vr >= 0) {
-      comm.send(r - 1, 63, acc, bytes);
-    } else {
-      comm.recv(r + 1, 63, data, bytes);
-    }
-    comm.waitAll();
-  }
+  fold.foldOut(comm, acc, data, bytes);
   if (staged && fold.vr >= 0 && bytes > 0) std::memcpy(data, acc, bytes);
 }
 
@@ -109,19 +125,8 @@ void halvingDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Reduc
   uint8_t* acc = fold.p2 > 2 || fold.rem > 0 ? comm.scratch(Scratch::kAccumulator, bytes) : nullptr;
   uint8_t* tmp = comm.scratch(Scratch::kRecv, bytes);
 
-  const uint8_t* partial = data;  // this rank's partial of its current range
-  if (r < 2 * fold.rem) {
-    if (fold.vr < 0) {
-      comm.send(r + 1, 0, data, bytes);
-      comm.waitAll();
-    } else {
-      comm.recv(r - 1, 0, tmp, bytes);
-      comm.waitAll();
-      const void* inputs[] = {data, tmp};
-      reduce::reduceInto(op, dtype, acc, inputs, 2, count);
-      partial = acc;
-    }
-  }
+  // This rank's partial of its current range.
+  const uint8_t* partial = fold.foldIn(comm, data, acc, tmp, count, dtype, op) ? acc : data;
   if (fold.vr >= 0) {
     const int vr = fold.vr;
     const std::vector<size_t> counts = evenSplit(count, fold.p2);
@@ -156,14 +161,7 @@ void halvingDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Reduc
       lo = std::min(mine, theirs);
     }
   }
-  if (r < 2 * fold.rem) {
-    if (fold.vr >= 0) {
-      comm.send(r - 1, 63, data, bytes);
-    } else {
-      comm.recv(r + 1, 63, data, bytes);
-    }
-    comm.waitAll();
-  }
+  fold.foldOut(comm, data, data, bytes);
 }
 
 // Ring: P-1 reduce-scatter steps, then P-1 all-gather steps, over P
