@@ -28,12 +28,21 @@ void encodeHeader(const CallArguments& a, int64_t* w) {
   w[kRecvSplits] = static_cast<int64_t>(a.recvSplits.size());
 }
 
+size_t recordWords(const CallArguments& a) {
+  return kHeader + a.splits.size() + a.sendSplits.size() + a.recvSplits.size();
+}
+
+// The header and the tables into `w` (recordWords(a) words).
+void encodeInto(const CallArguments& a, int64_t* w) {
+  encodeHeader(a, w);
+  w = std::copy(a.splits.begin(), a.splits.end(), w + kHeader);
+  w = std::copy(a.sendSplits.begin(), a.sendSplits.end(), w);
+  std::copy(a.recvSplits.begin(), a.recvSplits.end(), w);
+}
+
 std::vector<int64_t> encode(const CallArguments& a) {
-  std::vector<int64_t> w(kHeader);
-  encodeHeader(a, w.data());
-  w.insert(w.end(), a.splits.begin(), a.splits.end());
-  w.insert(w.end(), a.sendSplits.begin(), a.sendSplits.end());
-  w.insert(w.end(), a.recvSplits.begin(), a.recvSplits.end());
+  std::vector<int64_t> w(recordWords(a));
+  encodeInto(a, w.data());
   // Every broadcast's record has room for a payload, so records of ranks
   // that disagree on whether the data is small enough have one size.
   if (a.operation == Operation::kBroadcast) {
@@ -161,32 +170,22 @@ constexpr size_t kStackRecords = 64;
 // Whether a call's record (and a broadcast's payload) fits a cell of the
 // host's segment.
 bool fitsInCells(const Comm& comm, const CallArguments& a) {
-  const size_t words = kHeader + a.splits.size() + a.sendSplits.size() + a.recvSplits.size();
+  const size_t words = recordWords(a);
   return comm.route() == Route::kShm && comm.hasShmDomain() &&
          words * sizeof(int64_t) + a.payloadBytes <= ShmDomain::kCellBytes;
 }
 
-// exchangeOnSharedMemory and judge for a call on one host, judged where
-// the records lie: each rank writes its record (and a broadcast's payload
-// after it) straight into its cell and reads the others' in theirs. A call
-// without split tables (the rooted ones, on every call) allocates nothing.
+// The exchange and judge() for a call on one host, judged where the
+// records lie: each rank writes its record (and a broadcast's payload
+// after it) straight into its cell and reads the others' in theirs, with
+// nothing allocated up to kStackRecords ranks.
 // Returns whether the payload was delivered.
 bool agreeInCells(Comm& comm, const CallArguments& args) {
   Comm records = comm.withSignature(recordSignature(comm));
   ShmOp op = records.shmOp();
-  int64_t header[kHeader];
-  std::vector<int64_t> tabled;
-  const int64_t* mine = header;
-  size_t words = kHeader;
-  if (args.splits.empty() && args.sendSplits.empty() && args.recvSplits.empty()) {
-    encodeHeader(args, header);
-  } else {
-    tabled = encode(args);  // no payload: only broadcasts carry one
-    mine = tabled.data();
-    words = tabled.size();
-  }
-  auto* cell = op.beginCell();
-  std::memcpy(cell, mine, words * sizeof(int64_t));
+  const size_t words = recordWords(args);
+  auto* cell = op.beginCell();  // cells start on cache lines
+  encodeInto(args, reinterpret_cast<int64_t*>(cell));
   if (args.payload != nullptr && args.payloadBytes > 0) {
     std::memcpy(cell + words * sizeof(int64_t), args.payload, args.payloadBytes);
   }
