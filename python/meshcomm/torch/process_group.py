@@ -32,7 +32,10 @@ from .. import _meshcomm
 from ..handle import configure_wait
 from . import sparse as _sparse
 from . import tensors as _t
+from .exchanges import Exchanges
 from .tensors import InvalidArgumentError, Staging, check_tensor, desc, native_op
+from .tensors import COMPLEX_CODES as _COMPLEX, UNSET_TIMEOUT as _UNSET
+from .tensors import as_is as _as_is, ms as _ms, one as _one, timeout_ms as _timeout_ms
 from .issuing import Issuing
 from .monitored import monitored_barrier
 from .work import DoneWork, PendingWork
@@ -63,11 +66,6 @@ BACKEND_NAME = "meshcomm"
 
 _AVG = _t.AVG
 _SUM = _meshcomm.REDUCE_OP_CODES["sum"]
-_CODES = _t.CODES
-_STRIDED = torch.strided
-# Per dtype code, looked up instead of asking the tensor (cheaper).
-_COMPLEX = frozenset(code for dtype, code in _CODES.items() if dtype.is_complex)
-_UNSET = dist.AllreduceOptions().timeout  # torch's "no timeout given"
 # hash(ReduceOp) is its RedOpType value; the ops the core reduces natively
 # on every real dtype.
 _FAST_OPS = {int(op): _t._NATIVE[int(op)]
@@ -83,43 +81,7 @@ _LEAVE_WAIT_BROKEN_S = 2.0
 _LIVE = weakref.WeakSet()
 
 
-def _ms(timeout):
-    """A torch timeout (timedelta; negative means unset) in ms, 0 = default."""
-    if timeout is None:
-        return 0
-    ms = int(timeout.total_seconds() * 1000)
-    return ms if ms > 0 else 0
-
-
-def _timeout_ms(opts):
-    """The timeout of torch's options in ms, 0 = the group's."""
-    timeout = opts.timeout
-    return 0 if timeout == _UNSET else _ms(timeout)
-
-
-def _as_is(t):
-    """The descriptor of t when the core can use its memory as it is (a
-    contiguous CPU tensor of a dtype meshcomm moves, with no lazy conjugate
-    or negative bit), else None. This is the hot path's only check: every
-    other tensor takes the general path, which stages it through a copy or
-    raises the error that names what is wrong."""
-    if isinstance(t, torch.Tensor) and t.layout is _STRIDED and t.is_cpu and \
-            t.is_contiguous() and not t.is_neg():
-        code = _CODES.get(t.dtype)
-        # Only complex tensors carry the conjugate bit.
-        if code is not None and not (code in _COMPLEX and t.is_conj()):
-            return (t.data_ptr(), t.numel(), code)
-    return None
-
-
-def _one(tensors, what):
-    if len(tensors) != 1:
-        raise InvalidArgumentError(f"{what}: the meshcomm backend takes exactly one tensor per "
-                                   f"call (CPU tensors), got {len(tensors)}")
-    return tensors[0]
-
-
-class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
+class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
     """A torch.distributed ProcessGroup whose operations run on meshcomm.
 
     Made by torch through the registered backend "meshcomm"
@@ -645,122 +607,6 @@ class ProcessGroupMeshcomm(Issuing, dist.ProcessGroup):
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
-
-    # ---- all_to_all ----------------------------------------------------------
-
-    def alltoall(self, output_tensors, input_tensors, opts=None):
-        if opts is None:
-            opts = dist.AllToAllOptions()
-        for lst, name in ((output_tensors, "output_tensor_list"),
-                          (input_tensors, "input_tensor_list")):
-            if len(lst) != self._size:
-                raise InvalidArgumentError(f"all_to_all: {name} has {len(lst)} tensors, "
-                                           f"expected one per rank ({self._size})")
-        stage = Staging()
-        srcs = [stage.read(i, "all_to_all") for i in input_tensors]
-        dsts = [stage.write(o, "all_to_all") for o in output_tensors]
-        return self._start(opts, output_tensors,
-                           [(self._group().all_to_all, ([desc(d) for d in dsts],
-                                                        [desc(s) for s in srcs],
-                                                        _timeout_ms(opts)))],
-                           stage.finisher(), (output_tensors, input_tensors, srcs, dsts))
-
-    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
-        if opts is None:
-            opts = dist.AllToAllOptions()
-        what = "all_to_all_single"
-        stage = Staging()
-        out_d, in_d = _as_is(output), _as_is(input)
-        dst, src = output, input
-        if output_split_sizes or input_split_sizes or out_d is None or in_d is None or \
-                out_d[2] != in_d[2] or out_d[1] != in_d[1]:
-            # Not the hot path (equal blocks, nothing to stage).
-            src = stage.read(input, what)
-            dst = stage.write(output, what)
-            if dst.dtype != src.dtype:
-                raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from "
-                                           f"input dtype {src.dtype}")
-            out_d, in_d = desc(dst), desc(src)
-        recv = self._splits(dst, output_split_sizes, what, "output_split_sizes")
-        send = self._splits(src, input_split_sizes, what, "input_split_sizes")
-        return self._start(opts, [output],
-                           [(self._group().all_to_all_single,
-                             (out_d, in_d, recv, send, _timeout_ms(opts)))],
-                           stage.finisher(), (output, input, dst, src))
-
-    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
-                          opts=None):
-        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
-
-    def _splits(self, t, sizes, what, name):
-        """Split sizes in rows of dim 0 -> element counts ([] = equal)."""
-        if not sizes:
-            if t.dim() == 0 or t.shape[0] % self._size:
-                raise InvalidArgumentError(
-                    f"{what}: without {name}, dim 0 of the tensor ({tuple(t.shape)}) must "
-                    f"divide evenly by the group size {self._size}")
-            return []
-        if len(sizes) != self._size:
-            raise InvalidArgumentError(f"{what}: {name} has {len(sizes)} entries, expected one "
-                                       f"per rank ({self._size})")
-        if any(s < 0 for s in sizes) or sum(sizes) != (t.shape[0] if t.dim() else 1):
-            raise InvalidArgumentError(f"{what}: {name} {list(sizes)} must be non-negative and "
-                                       f"sum to dim 0 of the tensor ({tuple(t.shape)})")
-        row = t.numel() // t.shape[0] if t.dim() and t.shape[0] else 0
-        return [int(s) * row for s in sizes]
-
-    # ---- gather / scatter --------------------------------------------------
-
-    def gather(self, output_lists, input_tensors, opts=None):
-        t = _one(input_tensors, "gather")
-        if opts is None:
-            opts = dist.GatherOptions()
-        root = opts.rootRank
-        stage = Staging()
-        src = stage.read(t, "gather")
-        outs = []
-        if self._rank == root:
-            outputs = _one(output_lists, "gather")
-            self._check_list(outputs, t, "gather", "gather_list")
-            outs = [stage.write(o, "gather") for o in outputs]
-        elif output_lists and output_lists[0]:
-            raise InvalidArgumentError("gather: gather_list must be given on the destination "
-                                       f"rank {root} only")
-        return self._start(opts, output_lists,
-                           [(self._group().gather, ([desc(o) for o in outs], desc(src), root,
-                                                    _timeout_ms(opts)))],
-                           stage.finisher(), (output_lists, t, src, outs))
-
-    def scatter(self, output_tensors, input_lists, opts=None):
-        t = _one(output_tensors, "scatter")
-        if opts is None:
-            opts = dist.ScatterOptions()
-        root = opts.rootRank
-        stage = Staging()
-        dst = stage.write(t, "scatter")
-        ins = []
-        if self._rank == root:
-            inputs = _one(input_lists, "scatter")
-            self._check_list(inputs, t, "scatter", "scatter_list")
-            ins = [stage.read(i, "scatter") for i in inputs]
-        elif input_lists and input_lists[0]:
-            raise InvalidArgumentError(f"scatter: scatter_list must be given on the source rank "
-                                       f"{root} only")
-        return self._start(opts, output_tensors,
-                           [(self._group().scatter, (desc(dst), [desc(i) for i in ins], root,
-                                                     _timeout_ms(opts)))],
-                           stage.finisher(), (t, dst, input_lists, ins))
-
-    def _check_list(self, lst, like, what, name):
-        if len(lst) != self._size:
-            raise InvalidArgumentError(f"{what}: {name} has {len(lst)} tensors, expected one per "
-                                       f"rank ({self._size})")
-        for x in lst:
-            check_tensor(x, what)
-            if x.numel() != like.numel() or x.dtype != like.dtype:
-                raise InvalidArgumentError(
-                    f"{what}: every tensor of {name} must match the tensor "
-                    f"({like.numel()} x {like.dtype}), got {x.numel()} x {x.dtype}")
 
     # ---- barrier ---------------------------------------------------------------
 

@@ -13,11 +13,13 @@ locally. PREMUL_SUM is NCCL's alone.
 """
 
 import torch
+import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from .. import _meshcomm
 
 __all__ = ["InvalidArgumentError", "InvalidTypeError", "Staging", "CODES", "desc", "dense",
+           "as_is", "ms", "one", "timeout_ms", "COMPLEX_CODES", "UNSET_TIMEOUT",
            "native_op", "op_code", "check_tensor", "FOLDS", "AVG", "fold"]
 
 
@@ -181,3 +183,47 @@ def fold(code, stacked, out):
     for i in range(1, stacked.shape[0]):
         fn(acc, stacked[i], out=acc)
     out.copy_(acc.reshape(out.shape))
+
+
+# ---- what every call of the backend asks of its arguments ----------------
+
+_STRIDED = torch.strided
+# Per dtype code, looked up instead of asking the tensor (cheaper).
+COMPLEX_CODES = frozenset(code for dtype, code in CODES.items() if dtype.is_complex)
+UNSET_TIMEOUT = dist.AllreduceOptions().timeout  # torch's "no timeout given"
+
+
+def ms(timeout):
+    """A torch timeout (timedelta; negative means unset) in ms, 0 = default."""
+    if timeout is None:
+        return 0
+    ms = int(timeout.total_seconds() * 1000)
+    return ms if ms > 0 else 0
+
+
+def timeout_ms(opts):
+    """The timeout of torch's options in ms, 0 = the group's."""
+    timeout = opts.timeout
+    return 0 if timeout == UNSET_TIMEOUT else ms(timeout)
+
+
+def as_is(t):
+    """The descriptor of t when the core can use its memory as it is (a
+    contiguous CPU tensor of a dtype meshcomm moves, with no lazy conjugate
+    or negative bit), else None. This is the hot path's only check: every
+    other tensor takes the general path, which stages it through a copy or
+    raises the error that names what is wrong."""
+    if isinstance(t, torch.Tensor) and t.layout is _STRIDED and t.is_cpu and \
+            t.is_contiguous() and not t.is_neg():
+        code = CODES.get(t.dtype)
+        # Only complex tensors carry the conjugate bit.
+        if code is not None and not (code in COMPLEX_CODES and t.is_conj()):
+            return (t.data_ptr(), t.numel(), code)
+    return None
+
+
+def one(tensors, what):
+    if len(tensors) != 1:
+        raise InvalidArgumentError(f"{what}: the meshcomm backend takes exactly one tensor per "
+                                   f"call (CPU tensors), got {len(tensors)}")
+    return tensors[0]

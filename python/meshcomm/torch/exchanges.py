@@ -1,0 +1,131 @@
+"""The backend's exchanges: all_to_all (list and single-tensor forms),
+gather and scatter, a part of ProcessGroupMeshcomm (process_group.py) that
+issues them as the rest of its calls are issued (issuing.py)."""
+
+import torch.distributed as dist
+
+from .tensors import InvalidArgumentError, Staging, check_tensor, desc
+from .tensors import as_is as _as_is, one as _one, timeout_ms as _timeout_ms
+
+__all__ = ["Exchanges"]
+
+
+class Exchanges:
+    """ProcessGroupMeshcomm's all_to_all, gather and scatter; the group
+    provides _size, _rank, _group() and _start()."""
+
+    # ---- all_to_all ----------------------------------------------------------
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        if opts is None:
+            opts = dist.AllToAllOptions()
+        for lst, name in ((output_tensors, "output_tensor_list"),
+                          (input_tensors, "input_tensor_list")):
+            if len(lst) != self._size:
+                raise InvalidArgumentError(f"all_to_all: {name} has {len(lst)} tensors, "
+                                           f"expected one per rank ({self._size})")
+        stage = Staging()
+        srcs = [stage.read(i, "all_to_all") for i in input_tensors]
+        dsts = [stage.write(o, "all_to_all") for o in output_tensors]
+        return self._start(opts, output_tensors,
+                           [(self._group().all_to_all, ([desc(d) for d in dsts],
+                                                        [desc(s) for s in srcs],
+                                                        _timeout_ms(opts)))],
+                           stage.finisher(), (output_tensors, input_tensors, srcs, dsts))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        if opts is None:
+            opts = dist.AllToAllOptions()
+        what = "all_to_all_single"
+        stage = Staging()
+        out_d, in_d = _as_is(output), _as_is(input)
+        dst, src = output, input
+        if output_split_sizes or input_split_sizes or out_d is None or in_d is None or \
+                out_d[2] != in_d[2] or out_d[1] != in_d[1]:
+            # Not the hot path (equal blocks, nothing to stage).
+            src = stage.read(input, what)
+            dst = stage.write(output, what)
+            if dst.dtype != src.dtype:
+                raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from "
+                                           f"input dtype {src.dtype}")
+            out_d, in_d = desc(dst), desc(src)
+        recv = self._splits(dst, output_split_sizes, what, "output_split_sizes")
+        send = self._splits(src, input_split_sizes, what, "input_split_sizes")
+        return self._start(opts, [output],
+                           [(self._group().all_to_all_single,
+                             (out_d, in_d, recv, send, _timeout_ms(opts)))],
+                           stage.finisher(), (output, input, dst, src))
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
+                          opts=None):
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def _splits(self, t, sizes, what, name):
+        """Split sizes in rows of dim 0 -> element counts ([] = equal)."""
+        if not sizes:
+            if t.dim() == 0 or t.shape[0] % self._size:
+                raise InvalidArgumentError(
+                    f"{what}: without {name}, dim 0 of the tensor ({tuple(t.shape)}) must "
+                    f"divide evenly by the group size {self._size}")
+            return []
+        if len(sizes) != self._size:
+            raise InvalidArgumentError(f"{what}: {name} has {len(sizes)} entries, expected one "
+                                       f"per rank ({self._size})")
+        if any(s < 0 for s in sizes) or sum(sizes) != (t.shape[0] if t.dim() else 1):
+            raise InvalidArgumentError(f"{what}: {name} {list(sizes)} must be non-negative and "
+                                       f"sum to dim 0 of the tensor ({tuple(t.shape)})")
+        row = t.numel() // t.shape[0] if t.dim() and t.shape[0] else 0
+        return [int(s) * row for s in sizes]
+
+    # ---- gather / scatter --------------------------------------------------
+
+    def gather(self, output_lists, input_tensors, opts=None):
+        t = _one(input_tensors, "gather")
+        if opts is None:
+            opts = dist.GatherOptions()
+        root = opts.rootRank
+        stage = Staging()
+        src = stage.read(t, "gather")
+        outs = []
+        if self._rank == root:
+            outputs = _one(output_lists, "gather")
+            self._check_list(outputs, t, "gather", "gather_list")
+            outs = [stage.write(o, "gather") for o in outputs]
+        elif output_lists and output_lists[0]:
+            raise InvalidArgumentError("gather: gather_list must be given on the destination "
+                                       f"rank {root} only")
+        return self._start(opts, output_lists,
+                           [(self._group().gather, ([desc(o) for o in outs], desc(src), root,
+                                                    _timeout_ms(opts)))],
+                           stage.finisher(), (output_lists, t, src, outs))
+
+    def scatter(self, output_tensors, input_lists, opts=None):
+        t = _one(output_tensors, "scatter")
+        if opts is None:
+            opts = dist.ScatterOptions()
+        root = opts.rootRank
+        stage = Staging()
+        dst = stage.write(t, "scatter")
+        ins = []
+        if self._rank == root:
+            inputs = _one(input_lists, "scatter")
+            self._check_list(inputs, t, "scatter", "scatter_list")
+            ins = [stage.read(i, "scatter") for i in inputs]
+        elif input_lists and input_lists[0]:
+            raise InvalidArgumentError(f"scatter: scatter_list must be given on the source rank "
+                                       f"{root} only")
+        return self._start(opts, output_tensors,
+                           [(self._group().scatter, (desc(dst), [desc(i) for i in ins], root,
+                                                     _timeout_ms(opts)))],
+                           stage.finisher(), (t, dst, input_lists, ins))
+
+    def _check_list(self, lst, like, what, name):
+        if len(lst) != self._size:
+            raise InvalidArgumentError(f"{what}: {name} has {len(lst)} tensors, expected one per "
+                                       f"rank ({self._size})")
+        for x in lst:
+            check_tensor(x, what)
+            if x.numel() != like.numel() or x.dtype != like.dtype:
+                raise InvalidArgumentError(
+                    f"{what}: every tensor of {name} must match the tensor "
+                    f"({like.numel()} x {like.dtype}), got {x.numel()} x {x.dtype}")
