@@ -86,14 +86,8 @@ class Exchanges:
         root = opts.rootRank
         stage = Staging()
         src = stage.read(t, "gather")
-        outs = []
-        if self._rank == root:
-            outputs = _one(output_lists, "gather")
-            self._check_list(outputs, t, "gather", "gather_list")
-            outs = [stage.write(o, "gather") for o in outputs]
-        elif output_lists and output_lists[0]:
-            raise InvalidArgumentError("gather: gather_list must be given on the destination "
-                                       f"rank {root} only")
+        outs = self._root_list(output_lists, t, root, "gather", "gather_list", "destination",
+                               stage.write)
         return self._start(opts, output_lists,
                            [(self._group().gather, ([desc(o) for o in outs], desc(src), root,
                                                     _timeout_ms(opts)))],
@@ -106,18 +100,25 @@ class Exchanges:
         root = opts.rootRank
         stage = Staging()
         dst = stage.write(t, "scatter")
-        ins = []
-        if self._rank == root:
-            inputs = _one(input_lists, "scatter")
-            self._check_list(inputs, t, "scatter", "scatter_list")
-            ins = [stage.read(i, "scatter") for i in inputs]
-        elif input_lists and input_lists[0]:
-            raise InvalidArgumentError(f"scatter: scatter_list must be given on the source rank "
-                                       f"{root} only")
+        ins = self._root_list(input_lists, t, root, "scatter", "scatter_list", "source",
+                              stage.read)
         return self._start(opts, output_tensors,
                            [(self._group().scatter, (desc(dst), [desc(i) for i in ins], root,
                                                      _timeout_ms(opts)))],
                            stage.finisher(), (t, dst, input_lists, ins))
+
+    def _root_list(self, lists, like, root, what, name, role, stage):
+        """The root's list of per-rank tensors (torch's one-element list of
+        it), checked against `like` and staged; [] elsewhere, where none may
+        be given."""
+        if self._rank == root:
+            tensors = _one(lists, what)
+            self._check_list(tensors, like, what, name)
+            return [stage(x, what) for x in tensors]
+        if lists and lists[0]:
+            raise InvalidArgumentError(f"{what}: {name} must be given on the {role} rank "
+                                       f"{root} only")
+        return []
 
     def _check_list(self, lst, like, what, name):
         if len(lst) != self._size:
