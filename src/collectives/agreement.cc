@@ -245,7 +245,7 @@ int64_t eagerBytesTo(const std::vector<int64_t>& record, int peer) {
 }
 
 // After a disagreement on all_to_all_single over messages: takes in the
-// blocks peers sent with their records (agreeAndExchange), so that nothing
+// blocks peers sent with their records (agreeAndAllToAll), so that nothing
 // of the call is left behind and the group stays usable. REQUIRES: `comm`
 // is in the phase the blocks were sent in.
 void drainEagerBlocks(Comm& comm, const std::vector<std::vector<int64_t>>& records) {
@@ -295,10 +295,80 @@ bool agree(Comm& comm, const CallArguments& args) {
   return delivered;
 }
 
-bool agreeAndExchange(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
-                      const std::vector<Block>& recvs) {
+namespace {
+
+// all_to_all_single on one host, its records in the cells: a rank whose
+// blocks for the others fit in its cell after its record writes them there,
+// so a small call agrees and exchanges in one round. Whether every rank
+// did is read from the records (their send tables), so all ranks reach the
+// same answer; if one did not, the exchange follows the verdict in rounds
+// of its own. Returns whether the blocks were delivered.
+bool agreeAndExchangeInCells(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
+                             const std::vector<Block>& recvs) {
   const int me = comm.rank();
-  if (!checking() || comm.size() < 2 || comm.route() == Route::kShm) return false;
+  const size_t recordBytes = recordWords(args) * sizeof(int64_t);
+  Comm records = comm.withSignature(recordSignature(comm));
+  ShmOp op = records.shmOp();
+  uint8_t* cell = op.beginCell();
+  encodeInto(args, reinterpret_cast<int64_t*>(cell));
+  size_t used = recordBytes;
+  for (const Block& s : sends) used += s.bytes;
+  used -= sends[static_cast<size_t>(me)].bytes;
+  if (used <= ShmDomain::kCellBytes) {
+    uint8_t* at = cell + recordBytes;
+    for (int peer = 0; peer < comm.size(); ++peer) {
+      const Block& s = sends[static_cast<size_t>(peer)];
+      if (peer == me || s.bytes == 0) continue;
+      std::memcpy(at, s.data, s.bytes);
+      at += s.bytes;
+    }
+  }
+  op.publish();
+  op.waitAll();
+  const int64_t* onStack[kStackRecords];
+  std::vector<const int64_t*> onHeap;
+  const int64_t** views = onStack;
+  if (op.size() > static_cast<int>(kStackRecords)) {
+    onHeap.resize(static_cast<size_t>(op.size()));
+    views = onHeap.data();
+  }
+  for (int local = 0; local < op.size(); ++local) {
+    views[op.domain().groupRank(local)] = reinterpret_cast<const int64_t*>(op.cell(local));
+  }
+  judge(comm, operationInfo(args.operation),
+        std::span<const int64_t* const>(views, static_cast<size_t>(op.size())));
+  // The records agree: every rank's tables are what the others expect.
+  const size_t elementBytes = dtypeSize(args.dtype);
+  for (int rank = 0; rank < comm.size(); ++rank) {
+    const Tables t = tablesOf(views[rank]);
+    size_t bytes = recordBytes;
+    for (size_t j = 0; j < t.sendCount; ++j) {
+      if (static_cast<int>(j) != rank) bytes += static_cast<size_t>(t.send[j]) * elementBytes;
+    }
+    if (bytes > ShmDomain::kCellBytes) return false;
+  }
+  const Block& selfSend = sends[static_cast<size_t>(me)];
+  const Block& selfRecv = recvs[static_cast<size_t>(me)];
+  if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
+    std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
+  }
+  for (int from = 0; from < comm.size(); ++from) {
+    if (from == me) continue;
+    const Tables t = tablesOf(views[from]);
+    size_t offset = recordBytes;
+    for (int j = 0; j < me; ++j) {
+      if (j != from) offset += static_cast<size_t>(t.send[j]) * elementBytes;
+    }
+    const Block& r = recvs[static_cast<size_t>(from)];
+    if (r.bytes > 0) std::memcpy(r.data, reinterpret_cast<const uint8_t*>(views[from]) + offset, r.bytes);
+  }
+  return true;
+}
+
+// all_to_all_single over messages: see agreeAndAllToAll.
+void agreeAndExchangeByMessages(Comm& comm, const CallArguments& args,
+                                const std::vector<Block>& sends, const std::vector<Block>& recvs) {
+  const int me = comm.rank();
   const std::vector<int64_t> mine = encode(args);
   const bool early = eagerBytesTo(mine, me) >= 0;
   // The blocks travel in the call's first phase, as after agree().
@@ -315,7 +385,7 @@ bool agreeAndExchange(Comm& comm, const CallArguments& args, const std::vector<B
   }
   if (!early) {
     allToAll(comm, sends, recvs);
-    return true;
+    return;
   }
   const Block& selfSend = sends[static_cast<size_t>(me)];
   const Block& selfRecv = recvs[static_cast<size_t>(me)];
@@ -327,7 +397,24 @@ bool agreeAndExchange(Comm& comm, const CallArguments& args, const std::vector<B
     if (peer != me) comm.recv(peer, 0, b.data, b.bytes);
   }
   comm.waitAll();
-  return true;
+}
+
+}  // namespace
+
+void agreeAndAllToAll(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
+                      const std::vector<Block>& recvs) {
+  if (!checking() || comm.size() < 2) {
+    allToAll(comm, sends, recvs);
+  } else if (comm.route() != Route::kShm) {
+    agreeAndExchangeByMessages(comm, args, sends, recvs);
+  } else if (fitsInCells(comm, args)) {
+    if (agreeAndExchangeInCells(comm, args, sends, recvs)) return;
+    comm.nextPhase();
+    allToAll(comm, sends, recvs);
+  } else {
+    agree(comm, args);
+    allToAll(comm, sends, recvs);
+  }
 }
 
 }  // namespace meshcomm::collectives

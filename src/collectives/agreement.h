@@ -79,21 +79,23 @@ bool checking();
 // MESHCOMM_CHECK=0 (the same on every rank) turns the step off.
 bool agree(Comm& comm, const CallArguments& mine);
 
-// all_to_all_single over messages (TCP, or across hosts): agree() and the
-// exchange. A rank none of whose blocks exceeds kEagerBlockBytes sends
-// each peer its block in the same write as its record, so the call takes
-// one round; the blocks wait in the receivers' inboxes until every record
-// is in. A rank with a larger block sends its blocks after the verdict.
-// Whether a rank sent early is read from its record, so ranks need not
-// agree on it. If the records disagree, every rank drains the blocks sent
-// to it early, nothing is written, and every rank throws the same
-// ArgumentsDisagree as agree(). Returns false, doing nothing, with checks
-// off, one rank or shared memory: the caller then runs agree() and the
-// exchange.
-bool agreeAndExchange(Comm& comm, const CallArguments& mine, const std::vector<Block>& sends,
+// all_to_all_single: agree() and the exchange, in as few rounds as the
+// route allows. On one host a rank whose blocks for the others fit in its
+// cell after its record writes them there, so a small call takes one
+// round. Over messages (TCP, or across hosts) a rank none of whose blocks
+// exceeds kEagerBlockBytes sends each peer its block in the same write as
+// its record, and the blocks wait in the receivers' inboxes until every
+// record is in; a rank with a larger block sends its blocks after the
+// verdict. Whether a rank sent early is read from its record, so ranks
+// need not agree on it. If the records disagree, nothing is written (over
+// messages every rank first drains the blocks sent to it early) and every
+// rank throws the same ArgumentsDisagree as agree(). With checks off or
+// one rank: the exchange alone.
+void agreeAndAllToAll(Comm& comm, const CallArguments& mine, const std::vector<Block>& sends,
                       const std::vector<Block>& recvs);
 
-// The largest block a rank sends with its record (agreeAndExchange).
+// The largest block a rank sends with its record over messages
+// (agreeAndAllToAll).
 // Above it, the copy out of the receiver's inbox costs more than the round
 // saved: over loopback TCP on 2 cores, 64 KiB blocks took 280-310 us with
 // the records against 235-290 us after them, while 32 KiB blocks at 3

@@ -515,9 +515,7 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
   return impl_->runCollective(call.name(), call.signature(input.dtype, 0), call.algorithm(), o,
                               [sends = std::move(sends), recvs = std::move(recvs),
                                args = std::move(args)](Comm& c) {
-                                if (collectives::agreeAndExchange(c, args, sends, recvs)) return;
-                                collectives::agree(c, args);
-                                collectives::allToAll(c, sends, recvs);
+                                collectives::agreeAndAllToAll(c, args, sends, recvs);
                               });
 }
 
