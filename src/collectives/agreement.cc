@@ -8,7 +8,6 @@
 #include <string>
 
 #include "common/env.h"
-#include "transport/shm/shm_domain.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -164,51 +163,40 @@ MessageSignature recordSignature(const Comm& comm) {
   return sig;
 }
 
-// Records read in place on the stack up to this many ranks.
-constexpr size_t kStackRecords = 64;
-
-// Whether a call's record (and a broadcast's payload) fits a cell of the
-// host's segment.
-bool fitsInCells(const Comm& comm, const CallArguments& a) {
+// Whether a call's record (and a broadcast's payload) fits its place in
+// the host's domain.
+bool fitsOnHost(const Comm& comm, const CallArguments& a) {
   const size_t words = recordWords(a);
-  return comm.route() == Route::kShm && comm.hasShmDomain() &&
-         words * sizeof(int64_t) + a.payloadBytes <= ShmDomain::kCellBytes;
+  return comm.route() == Route::kOnHost && comm.hasHostDomain() &&
+         words * sizeof(int64_t) + a.payloadBytes <= comm.host().recordBytes();
 }
 
 // The exchange and judge() for a call on one host, judged where the
-// records lie: each rank writes its record (and a broadcast's payload
-// after it) straight into its cell and reads the others' in theirs, with
-// nothing allocated up to kStackRecords ranks.
-// Returns whether the payload was delivered.
-bool agreeInCells(Comm& comm, const CallArguments& args) {
-  Comm records = comm.withSignature(recordSignature(comm));
-  ShmOp op = records.shmOp();
+// records lie (HostCollectives::shareRecords): each rank writes its record
+// (and a broadcast's payload after it) straight into its place in the
+// domain and reads the others' in theirs. Returns whether the payload was
+// delivered.
+bool agreeOnHost(Comm& comm, const CallArguments& args) {
   const size_t words = recordWords(args);
-  auto* cell = op.beginCell();  // cells start on cache lines
-  encodeInto(args, reinterpret_cast<int64_t*>(cell));
-  if (args.payload != nullptr && args.payloadBytes > 0) {
-    std::memcpy(cell + words * sizeof(int64_t), args.payload, args.payloadBytes);
-  }
-  op.publish();
-  op.waitAll();
-  const int64_t* onStack[kStackRecords];
-  std::vector<const int64_t*> onHeap;
-  const int64_t** views = onStack;
-  if (op.size() > static_cast<int>(kStackRecords)) {
-    onHeap.resize(static_cast<size_t>(op.size()));
-    views = onHeap.data();
-  }
-  for (int local = 0; local < op.size(); ++local) {
-    views[op.domain().groupRank(local)] = reinterpret_cast<const int64_t*>(op.cell(local));
-  }
-  judge(comm, operationInfo(args.operation),
-        std::span<const int64_t* const>(views, static_cast<size_t>(op.size())));
-  if (args.payload == nullptr) return false;
-  // The records agree, so every rank names the same root and count.
-  if (comm.rank() != args.root && args.payloadBytes > 0) {
-    std::memcpy(args.payload, views[args.root] + words, args.payloadBytes);
-  }
-  return true;
+  bool delivered = false;
+  comm.host().shareRecords(
+      comm.hostCall(recordSignature(comm)),
+      [&](int64_t* mine) {
+        encodeInto(args, mine);
+        if (args.payload != nullptr && args.payloadBytes > 0) {
+          std::memcpy(mine + words, args.payload, args.payloadBytes);
+        }
+      },
+      [&](HostCollectives::Records records) {
+        judge(comm, operationInfo(args.operation), records);
+        if (args.payload == nullptr) return;
+        // The records agree, so every rank names the same root and count.
+        if (comm.rank() != args.root && args.payloadBytes > 0) {
+          std::memcpy(args.payload, records[static_cast<size_t>(args.root)] + words, args.payloadBytes);
+        }
+        delivered = true;
+      });
+  return delivered;
 }
 
 // One message from every rank to every other. `alongside(peer)`, if set,
@@ -276,8 +264,8 @@ bool checking() {
 bool agree(Comm& comm, const CallArguments& args) {
   if (!checking()) return false;
   bool delivered = false;
-  if (comm.size() > 1 && fitsInCells(comm, args)) {
-    delivered = agreeInCells(comm, args);
+  if (comm.size() > 1 && fitsOnHost(comm, args)) {
+    delivered = agreeOnHost(comm, args);
   } else if (comm.size() > 1) {
     const std::vector<int64_t> mine = encode(args);
     const auto records = exchangeByMessages(comm, mine);
@@ -297,72 +285,66 @@ bool agree(Comm& comm, const CallArguments& args) {
 
 namespace {
 
-// all_to_all_single on one host, its records in the cells: a rank whose
-// blocks for the others fit in its cell after its record writes them there,
-// so a small call agrees and exchanges in one round. Whether every rank
-// did is read from the records (their send tables), so all ranks reach the
-// same answer; if one did not, the exchange follows the verdict in rounds
-// of its own. Returns whether the blocks were delivered.
-bool agreeAndExchangeInCells(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
-                             const std::vector<Block>& recvs) {
+// all_to_all_single on one host: a rank whose blocks for the others fit in
+// its record's place after the record writes them there, so a small call
+// agrees and exchanges in one round. Whether every rank did is read from
+// the records (their send tables), so all ranks reach the same answer; if
+// one did not, the exchange follows the verdict in rounds of its own.
+// Returns whether the blocks were delivered.
+bool agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
+                            const std::vector<Block>& recvs) {
   const int me = comm.rank();
   const size_t recordBytes = recordWords(args) * sizeof(int64_t);
-  Comm records = comm.withSignature(recordSignature(comm));
-  ShmOp op = records.shmOp();
-  uint8_t* cell = op.beginCell();
-  encodeInto(args, reinterpret_cast<int64_t*>(cell));
-  size_t used = recordBytes;
-  for (const Block& s : sends) used += s.bytes;
-  used -= sends[static_cast<size_t>(me)].bytes;
-  if (used <= ShmDomain::kCellBytes) {
-    uint8_t* at = cell + recordBytes;
-    for (int peer = 0; peer < comm.size(); ++peer) {
-      const Block& s = sends[static_cast<size_t>(peer)];
-      if (peer == me || s.bytes == 0) continue;
-      std::memcpy(at, s.data, s.bytes);
-      at += s.bytes;
-    }
-  }
-  op.publish();
-  op.waitAll();
-  const int64_t* onStack[kStackRecords];
-  std::vector<const int64_t*> onHeap;
-  const int64_t** views = onStack;
-  if (op.size() > static_cast<int>(kStackRecords)) {
-    onHeap.resize(static_cast<size_t>(op.size()));
-    views = onHeap.data();
-  }
-  for (int local = 0; local < op.size(); ++local) {
-    views[op.domain().groupRank(local)] = reinterpret_cast<const int64_t*>(op.cell(local));
-  }
-  judge(comm, operationInfo(args.operation),
-        std::span<const int64_t* const>(views, static_cast<size_t>(op.size())));
-  // The records agree: every rank's tables are what the others expect.
+  const size_t room = comm.host().recordBytes();
   const size_t elementBytes = dtypeSize(args.dtype);
-  for (int rank = 0; rank < comm.size(); ++rank) {
-    const Tables t = tablesOf(views[rank]);
-    size_t bytes = recordBytes;
-    for (size_t j = 0; j < t.sendCount; ++j) {
-      if (static_cast<int>(j) != rank) bytes += static_cast<size_t>(t.send[j]) * elementBytes;
-    }
-    if (bytes > ShmDomain::kCellBytes) return false;
-  }
-  const Block& selfSend = sends[static_cast<size_t>(me)];
-  const Block& selfRecv = recvs[static_cast<size_t>(me)];
-  if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
-    std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
-  }
-  for (int from = 0; from < comm.size(); ++from) {
-    if (from == me) continue;
-    const Tables t = tablesOf(views[from]);
-    size_t offset = recordBytes;
-    for (int j = 0; j < me; ++j) {
-      if (j != from) offset += static_cast<size_t>(t.send[j]) * elementBytes;
-    }
-    const Block& r = recvs[static_cast<size_t>(from)];
-    if (r.bytes > 0) std::memcpy(r.data, reinterpret_cast<const uint8_t*>(views[from]) + offset, r.bytes);
-  }
-  return true;
+  bool delivered = false;
+  comm.host().shareRecords(
+      comm.hostCall(recordSignature(comm)),
+      [&](int64_t* mine) {
+        encodeInto(args, mine);
+        size_t used = recordBytes;
+        for (const Block& s : sends) used += s.bytes;
+        if (used - sends[static_cast<size_t>(me)].bytes > room) return;
+        uint8_t* at = reinterpret_cast<uint8_t*>(mine) + recordBytes;
+        for (int peer = 0; peer < comm.size(); ++peer) {
+          const Block& s = sends[static_cast<size_t>(peer)];
+          if (peer == me || s.bytes == 0) continue;
+          std::memcpy(at, s.data, s.bytes);
+          at += s.bytes;
+        }
+      },
+      [&](HostCollectives::Records records) {
+        judge(comm, operationInfo(args.operation), records);
+        // The records agree: every rank's tables are what the others expect.
+        for (int rank = 0; rank < comm.size(); ++rank) {
+          const Tables t = tablesOf(records[static_cast<size_t>(rank)]);
+          size_t bytes = recordBytes;
+          for (size_t j = 0; j < t.sendCount; ++j) {
+            if (static_cast<int>(j) != rank) bytes += static_cast<size_t>(t.send[j]) * elementBytes;
+          }
+          if (bytes > room) return;
+        }
+        const Block& selfSend = sends[static_cast<size_t>(me)];
+        const Block& selfRecv = recvs[static_cast<size_t>(me)];
+        if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
+          std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
+        }
+        for (int from = 0; from < comm.size(); ++from) {
+          if (from == me) continue;
+          const int64_t* record = records[static_cast<size_t>(from)];
+          const Tables t = tablesOf(record);
+          size_t offset = recordBytes;
+          for (int j = 0; j < me; ++j) {
+            if (j != from) offset += static_cast<size_t>(t.send[j]) * elementBytes;
+          }
+          const Block& r = recvs[static_cast<size_t>(from)];
+          if (r.bytes > 0) {
+            std::memcpy(r.data, reinterpret_cast<const uint8_t*>(record) + offset, r.bytes);
+          }
+        }
+        delivered = true;
+      });
+  return delivered;
 }
 
 // all_to_all_single over messages: see agreeAndAllToAll.
@@ -405,10 +387,10 @@ void agreeAndAllToAll(Comm& comm, const CallArguments& args, const std::vector<B
                       const std::vector<Block>& recvs) {
   if (!checking() || comm.size() < 2) {
     allToAll(comm, sends, recvs);
-  } else if (comm.route() != Route::kShm) {
+  } else if (comm.route() != Route::kOnHost) {
     agreeAndExchangeByMessages(comm, args, sends, recvs);
-  } else if (fitsInCells(comm, args)) {
-    if (agreeAndExchangeInCells(comm, args, sends, recvs)) return;
+  } else if (fitsOnHost(comm, args)) {
+    if (agreeAndExchangeOnHost(comm, args, sends, recvs)) return;
     comm.nextPhase();
     allToAll(comm, sends, recvs);
   } else {

@@ -9,8 +9,9 @@
 // waits until the deadline), and all_to_all_single's split tables can
 // disagree between a pair of ranks while every other pair's data is
 // already written. So these calls first exchange a small record of their
-// arguments: on shared memory one round of flag lines and cells (the
-// records sit in the cells), elsewhere one message to every other rank.
+// arguments: on one host one round of the host's domain (the records sit
+// where the domain shares them, HostCollectives::shareRecords), elsewhere
+// one message to every other rank.
 // Every rank then holds every record and checks all of them the same way,
 // so on a disagreement every rank raises the same ArgumentsDisagree, no
 // data has moved, and the group stays usable: the next correct call works.
@@ -81,7 +82,7 @@ bool agree(Comm& comm, const CallArguments& mine);
 
 // all_to_all_single: agree() and the exchange, in as few rounds as the
 // route allows. On one host a rank whose blocks for the others fit in its
-// cell after its record writes them there, so a small call takes one
+// record's place after the record writes them there, so a small call takes one
 // round. Over messages (TCP, or across hosts) a rank none of whose blocks
 // exceeds kEagerBlockBytes sends each peer its block in the same write as
 // its record, and the blocks wait in the receivers' inboxes until every

@@ -7,6 +7,12 @@
 
 namespace meshcomm {
 
+// A contiguous piece of a buffer.
+struct Block {
+  uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+
 // count elements split into `parts` nearly equal blocks (the first
 // count % parts blocks get one more element).
 inline std::vector<size_t> evenSplit(size_t count, int parts) {

@@ -6,20 +6,19 @@
 // Layout: one folder per family, so that everything one collective can do
 // sits together and a change to one family touches one folder:
 //
-//   <family>/<family>.cc   the entry point declared here, which asks the
-//                          tuning table for the call's algorithm once and
-//                          runs it, and the family's TCP algorithms
-//   <family>/shm.cc        the shared-memory variant (ranks on one host)
+//   <family>/<family>.cc   the entry point declared here, which runs the
+//                          call's algorithm: the family's algorithms over
+//                          messages, or on one host the host domain's
+//                          (host_collectives.h; src/host/ implements them)
 //   <family>/hierarchical.cc  the hierarchical variant, where one exists
 //                          (all_reduce, broadcast, reduce, barrier)
-//   <family>/variants.h    the declarations of those variants
+//   <family>/variants.h    its declaration
 //
 // Families: all_reduce/, broadcast/, reduce/, all_gather/, reduce_scatter/,
 // gather_scatter/ (mirror images, sharing their size check), all_to_all/,
 // barrier/. Beside them: tuning.{h,cc}, the one table that picks an
 // algorithm (MESHCOMM_ALGO_<OP> included); operations.{h,cc}, the op list;
-// shm/rounds.{h,cc}, the round machinery several shared-memory variants
-// share; hierarchical/leaders.*, which rank leads each host; comm.h,
+// host_collectives.h, what an on-host kind runs; hierarchical/leaders.*, which rank leads each host; comm.h,
 // blocks.h and scratch.h, what every algorithm runs on (with the group's
 // placement, transport/placement.h).
 //
@@ -30,19 +29,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives/blocks.h"
 #include "collectives/comm.h"
 #include "collectives/tuning.h"
 #include "meshcomm/types.h"
 
-namespace meshcomm {
-
-// A contiguous piece of a buffer.
-struct Block {
-  uint8_t* data = nullptr;
-  size_t bytes = 0;
-};
-
-namespace collectives {
+namespace meshcomm::collectives {
 
 // all_reduce/: data (count elements) becomes op over all ranks, in place.
 void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op);
@@ -76,5 +68,4 @@ void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Blo
 // barrier/: returns once every rank has entered.
 void barrier(Comm& comm);
 
-}  // namespace collectives
-}  // namespace meshcomm
+}  // namespace meshcomm::collectives

@@ -9,7 +9,7 @@ namespace meshcomm {
 Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
            Algorithm algorithm, ScratchArena& scratch, Locality locality)
     : Comm(transport, std::move(context), sig, seq, algorithm, scratch, locality, Unannounced{}) {
-  if (locality_.shm != nullptr && collectives::checking()) locality_.shm->announce(seq, sig);
+  if (locality_.domain != nullptr && collectives::checking()) locality_.domain->announce(seq, sig);
 }
 
 Comm::Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,

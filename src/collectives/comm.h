@@ -10,10 +10,11 @@
 #include <span>
 #include <vector>
 
-#include "transport/placement.h"
+#include "collectives/host_collectives.h"
 #include "collectives/scratch.h"
 #include "collectives/tuning.h"
-#include "transport/shm/shm_domain.h"
+#include "transport/host_domain.h"
+#include "transport/placement.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
@@ -22,8 +23,9 @@ namespace meshcomm {
 // the group was created (transport/group_transport.h).
 struct Locality {
   const Placement* placement = nullptr;  // null: treat every rank as remote
-  ShmDomain* shm = nullptr;              // this host's domain, if it has one
-  Route route = Route::kTcp;
+  HostDomain* domain = nullptr;          // this host's domain, if it has one
+  const HostCollectives* host = nullptr;  // its kind's collectives (with `domain`)
+  Route route = Route::kFlat;
 };
 
 class Comm {
@@ -31,7 +33,7 @@ class Comm {
   // seq: the group's collective sequence number (the same on every rank
   // for the same call). sig: the operation's signature. algorithm: what
   // runs the call (chooseAlgorithm, asked once when it was issued). With a
-  // shared-memory domain, announces the call there (ShmDomain::announce).
+  // host domain, announces the call there (HostDomain::announce).
   Comm(Transport& transport, OpContext context, MessageSignature sig, uint64_t seq,
        Algorithm algorithm, ScratchArena& scratch, Locality locality = {});
   // Returns big scratch buffers to the system; see ScratchArena::trim.
@@ -47,16 +49,22 @@ class Comm {
   // How the group's collectives reach its ranks (transport/placement.h).
   Route route() const { return locality_.route; }
   const Placement& placement() const { return *locality_.placement; }
-  // This host's shared-memory view of the call. REQUIRES: a domain exists.
-  ShmOp shmOp() { return ShmOp(*locality_.shm, context_, sig_); }
-  bool hasShmDomain() const { return locality_.shm != nullptr; }
+  // Whether this host has a domain (not on a host with one member).
+  bool hasHostDomain() const { return locality_.domain != nullptr; }
+  // The collectives of this host's domain, and the call on it (with the
+  // call's signature, or `sig`). REQUIRES: hasHostDomain().
+  const HostCollectives& host() const { return *locality_.host; }
+  HostCall hostCall() const { return HostCall{*locality_.domain, context_, sig_}; }
+  HostCall hostCall(const MessageSignature& sig) const {
+    return HostCall{*locality_.domain, context_, sig};
+  }
   // The same call over `sub` (a subset of this group's ranks), flat: no
-  // shared memory, every rank treated as remote; run by `algorithm`
+  // host domain, every rank treated as remote; run by `algorithm`
   // (chooseStepAlgorithm for the TCP route).
   Comm subComm(Transport& sub, Algorithm algorithm) {
     return Comm(sub, context_, sig_, seq_, algorithm, scratch_);
   }
-  // The same call with its messages (and shared-memory rounds) carrying
+  // The same call with its messages (and on-host rounds) carrying
   // `sig` instead, from phase 0: the agreement step's records.
   Comm withSignature(const MessageSignature& sig) {
     return Comm(transport_, context_, sig, seq_, algorithm_, scratch_, locality_, Unannounced{});

@@ -34,7 +34,7 @@ constexpr Named kNames[] = {
     {"shm_oneshot", Algorithm::kShmOneShot},
     {"shm_rsag", Algorithm::kShmReduceScatter},
     {"shm_single_copy", Algorithm::kShmSingleCopy},
-    {"shm", Algorithm::kShm},
+    {"shm", Algorithm::kOnHost},
     {"hierarchical", Algorithm::kHierarchical},
 };
 
@@ -43,7 +43,7 @@ bool runsOn(Algorithm algo, Route route) {
     case Algorithm::kShmOneShot:
     case Algorithm::kShmReduceScatter:
     case Algorithm::kShmSingleCopy:
-    case Algorithm::kShm: return route == Route::kShm;
+    case Algorithm::kOnHost: return route == Route::kOnHost;
     case Algorithm::kHierarchical: return route == Route::kHierarchical;
     default: return true;  // the TCP algorithms run anywhere
   }
@@ -63,7 +63,7 @@ constexpr bool contains(AlgorithmSet set, Algorithm algo) {
 
 Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
   if (route == Route::kHierarchical) return Algorithm::kHierarchical;
-  if (route == Route::kShm) {
+  if (route == Route::kOnHost) {
     // One-shot reads P slots per rank but needs one round; reduce-scatter
     // reads one, in two rounds. docs/tuning.md has the crossover.
     size_t oneShotUpTo = groupSize <= 2 ? size_t{256} << 10 : groupSize <= 4 ? 64 << 10 : 16 << 10;
@@ -87,7 +87,7 @@ Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
 }
 
 Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {
-  if (route == Route::kShm) return Algorithm::kShm;
+  if (route == Route::kOnHost) return Algorithm::kOnHost;
   if (route == Route::kHierarchical) return Algorithm::kHierarchical;
   // A pipelined chain keeps every link busy once the pipe is full; the
   // tree wins while latency dominates.
@@ -96,14 +96,14 @@ Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {
 }
 
 Algorithm defaultReduce(size_t bytes, int groupSize, Route route) {
-  if (route == Route::kShm) return Algorithm::kShm;
+  if (route == Route::kOnHost) return Algorithm::kOnHost;
   if (route == Route::kHierarchical) return Algorithm::kHierarchical;
   return (bytes >= 256 * 1024 && groupSize > 2) ? Algorithm::kReduceScatterGather
                                                 : Algorithm::kBinomialTree;
 }
 
 Algorithm defaultAllGather(size_t bytes, int, Route route) {
-  if (route == Route::kShm) return Algorithm::kShm;
+  if (route == Route::kOnHost) return Algorithm::kOnHost;
   // Bruck's log2(P) steps move the same bytes as the ring's P-1; past
   // 1 MiB the steps' latency no longer shows, and the ring keeps one
   // neighbour's stream busy (docs/tuning.md).
@@ -114,15 +114,15 @@ Algorithm defaultAllGather(size_t bytes, int, Route route) {
 // else their TCP algorithm over the whole group (only the barrier has a
 // hierarchical form).
 template <Algorithm kOverTcp>
-Algorithm shmOr(size_t, int, Route route) {
-  return route == Route::kShm ? Algorithm::kShm : kOverTcp;
+Algorithm onHostOr(size_t, int, Route route) {
+  return route == Route::kOnHost ? Algorithm::kOnHost : kOverTcp;
 }
 
 Algorithm defaultBarrier(size_t, int, Route route) {
   switch (route) {
-    case Route::kShm: return Algorithm::kShm;
+    case Route::kOnHost: return Algorithm::kOnHost;
     case Route::kHierarchical: return Algorithm::kHierarchical;
-    case Route::kTcp: break;
+    case Route::kFlat: break;
   }
   return Algorithm::kDissemination;
 }
@@ -147,16 +147,16 @@ constexpr Family kFamilies[] = {
            A::kShmSingleCopy, A::kHierarchical),
      defaultAllReduce},
     {Opcode::kBroadcast, "MESHCOMM_ALGO_BROADCAST",
-     setOf(A::kBinomialTree, A::kChain, A::kShm, A::kHierarchical), defaultBroadcast},
+     setOf(A::kBinomialTree, A::kChain, A::kOnHost, A::kHierarchical), defaultBroadcast},
     {Opcode::kReduce, "MESHCOMM_ALGO_REDUCE",
-     setOf(A::kBinomialTree, A::kReduceScatterGather, A::kShm, A::kHierarchical), defaultReduce},
-    {Opcode::kAllGather, "MESHCOMM_ALGO_ALLGATHER", setOf(A::kRing, A::kBruck, A::kShm),
+     setOf(A::kBinomialTree, A::kReduceScatterGather, A::kOnHost, A::kHierarchical), defaultReduce},
+    {Opcode::kAllGather, "MESHCOMM_ALGO_ALLGATHER", setOf(A::kRing, A::kBruck, A::kOnHost),
      defaultAllGather},
-    {Opcode::kReduceScatter, nullptr, setOf(A::kRing, A::kShm), shmOr<A::kRing>},
-    {Opcode::kGather, nullptr, setOf(A::kLinear, A::kShm), shmOr<A::kLinear>},
-    {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kShm), shmOr<A::kLinear>},
-    {Opcode::kAllToAll, nullptr, setOf(A::kPairwise, A::kShm), shmOr<A::kPairwise>},
-    {Opcode::kBarrier, nullptr, setOf(A::kDissemination, A::kShm, A::kHierarchical),
+    {Opcode::kReduceScatter, nullptr, setOf(A::kRing, A::kOnHost), onHostOr<A::kRing>},
+    {Opcode::kGather, nullptr, setOf(A::kLinear, A::kOnHost), onHostOr<A::kLinear>},
+    {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kOnHost), onHostOr<A::kLinear>},
+    {Opcode::kAllToAll, nullptr, setOf(A::kPairwise, A::kOnHost), onHostOr<A::kPairwise>},
+    {Opcode::kBarrier, nullptr, setOf(A::kDissemination, A::kOnHost, A::kHierarchical),
      defaultBarrier},
 };
 constexpr size_t kFamilyCount = std::size(kFamilies);

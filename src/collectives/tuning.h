@@ -34,8 +34,8 @@ enum class Algorithm {
   kShmOneShot,         // one host: every rank reduces every slot (all_reduce)
   kShmReduceScatter,   // one host: slice-parallel reduce, then copy-out (all_reduce)
   kShmSingleCopy,      // one host: reduce-scatter + all-gather reading peers' buffers directly
-  kShm,                // one host: the family's shared-memory algorithm (all but all_reduce)
-  kHierarchical,       // shared memory within hosts, TCP between one leader per host
+  kOnHost,             // one host: the family's algorithm on the host's domain (all but all_reduce)
+  kHierarchical,       // the host domain within hosts, messages between one leader per host
 };
 
 

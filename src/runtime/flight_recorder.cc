@@ -163,8 +163,8 @@ FlightRecorder* FlightRecorder::instance() {
 
 const char* FlightRecorder::transportName(uint8_t route) {
   switch (static_cast<Route>(route)) {
-    case Route::kShm: return "shm";
-    case Route::kTcp: return "tcp";
+    case Route::kOnHost: return "shm";
+    case Route::kFlat: return "tcp";
     case Route::kHierarchical: return "hierarchical";
   }
   return "-";

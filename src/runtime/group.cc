@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "host/registry.h"
 #include "transport/failure.h"
 
 namespace meshcomm {
@@ -9,6 +10,7 @@ namespace meshcomm {
 GroupImpl::GroupImpl(GroupConfig config, GroupTransport transport)
     : config_(std::move(config)),
       links_(std::move(transport)),
+      hostCollectives_(links_.hostDomain ? &host::collectivesFor(*links_.hostDomain) : nullptr),
       traced_(config_.traceName, config_.rank, config_.traceRanks),
       executor_(std::make_unique<Executor>(config_.name, *links_.transport)) {
   abortNotice_->listen([this](const std::exception_ptr& notice) { abortOnNotice(notice); });
@@ -20,12 +22,12 @@ GroupImpl::~GroupImpl() {
   // Operations still queued run to their end first, while the group is
   // whole: their bodies use this group's executor_ (assertDriving,
   // recordError), which reset() would already have set to null. The
-  // executor drives the transport, whose shared-memory side uses the
-  // domain, so it goes first.
+  // executor drives the transport, which may use the host's domain, so
+  // it goes first.
   executor_->close();
   executor_.reset();
   links_.transport.reset();
-  links_.sharedMemory.reset();
+  links_.hostDomain.reset();
 }
 
 OpContext GroupImpl::contextFor(const char* opName, uint64_t seq, const OpOptions& options) const {
@@ -76,9 +78,9 @@ WorkPtr GroupImpl::finishedWork(const char* opName, std::exception_ptr error) co
 void GroupImpl::failGroup(const std::exception_ptr& error) {
   executor_->recordError(error);
   // A failed collective leaves its peers mid-operation: tell the ranks of
-  // this host through shared memory, the others through the transport (and
+  // this host through their domain, the others through the transport (and
   // the store), so every rank fails now.
-  if (links_.sharedMemory) links_.sharedMemory->abort(abortReasonOf(error), errorMessageOf(error));
+  if (links_.hostDomain) links_.hostDomain->abort(abortReasonOf(error), errorMessageOf(error));
   transport().abort(error);
 }
 
@@ -89,11 +91,11 @@ void GroupImpl::abort(const std::string& why) {
 
 void GroupImpl::abortOnNotice(const std::exception_ptr& notice) {
   const wire::AbortReason reason = abortReasonOf(notice);
-  // The ranks of this host may be waiting for this one in shared memory,
+  // The ranks of this host may be waiting for this one in their domain,
   // and this rank may now fail its next call at its start: tell them, as an
   // operation failing here would, or they would learn of it only from the
   // store, or as this rank's departure.
-  if (links_.sharedMemory) links_.sharedMemory->abort(reason, errorMessageOf(notice));
+  if (links_.hostDomain) links_.hostDomain->abort(reason, errorMessageOf(notice));
   if (reason != wire::AbortReason::kAborted) return;
   abortSaying(errorMessageOf(notice));
 }
@@ -108,8 +110,8 @@ void GroupImpl::abortSaying(const std::string& message) {
 std::exception_ptr GroupImpl::error() const {
   if (auto e = executor_->error()) return e;
   // A member of this host that failed raised the segment's abort line.
-  if (links_.sharedMemory) {
-    if (auto e = links_.sharedMemory->abortError()) return e;
+  if (links_.hostDomain) {
+    if (auto e = links_.hostDomain->abortError()) return e;
   }
   return abortNotice_->error();
 }
@@ -136,7 +138,7 @@ WorkPtr GroupImpl::runPointToPoint(
         } catch (...) {
           std::rethrow_exception(trace.failed(std::current_exception()));
         }
-        trace.posted(requests, links_.placement, links_.sharedMemory != nullptr, config_.rank);
+        trace.posted(requests, links_.placement, links_.hostDomain != nullptr, config_.rank);
         // A blocking call finishes its transfers here; an asynchronous one
         // leaves them to background progress, under the same deadline.
         if (options.blocking) {

@@ -102,13 +102,13 @@ class GroupImpl {
   WorkPtr finishedWork(const char* opName, std::exception_ptr error) const;
   // The group's abort state, checked before every operation starts, on
   // every transport: the error this rank's group broke with, a local
-  // rank's failure on the host's shared-memory line, a member's abort
+  // rank's failure on the abort line of the host's domain, a member's abort
   // whose notice arrived. Atomic loads while the group is healthy; once
   // the group is aborted, no operation issued here can succeed, whatever
   // data already reached this rank.
   void throwIfAborted() const REQUIRES(executor_->engine()) {
     executor_->throwIfBroken();
-    if (links_.sharedMemory) links_.sharedMemory->throwIfAborted();
+    if (links_.hostDomain) links_.hostDomain->throwIfAborted();
     abortNotice_->throwIfArrived();
   }
   // Tells every member that this rank's operation failed half-way, which
@@ -117,7 +117,7 @@ class GroupImpl {
   // abort()'s work, with the whole message the operations fail with.
   void abortSaying(const std::string& message);
   // A member's failure, learned from its notice (AbortNotice's listener):
-  // raises this host's shared-memory line with it, and when it is an abort,
+  // raises the abort line of this host's domain with it, and when it is an abort,
   // aborts the group here too, which ends the operation in flight at once,
   // as an abort frame would. Any other failure of a member (a lost peer, a
   // timeout, a mismatch) reaches the operations in flight over TCP through
@@ -143,7 +143,7 @@ class GroupImpl {
       std::rethrow_exception(keepFailure(trace.failed(std::current_exception())));
     }
     uint64_t seq = collectiveSeq_++;
-    Locality locality{&links_.placement, links_.sharedMemory.get(), links_.route};
+    Locality locality{&links_.placement, links_.hostDomain.get(), hostCollectives_, links_.route};
     Comm comm(transport(), contextFor(opName, seq, options), sig, seq, algorithm, scratch_,
               locality);
     try {
@@ -163,6 +163,8 @@ class GroupImpl {
 
   GroupConfig config_;
   GroupTransport links_;
+  // The collectives of links_.hostDomain's kind (null without a domain).
+  const HostCollectives* hostCollectives_ = nullptr;
   TracedGroup traced_;  // how the flight recorder names this group
   const std::shared_ptr<AbortNotice> abortNotice_ = std::make_shared<AbortNotice>();
   // Touched only by the thread running the group's current operation.

@@ -156,11 +156,11 @@ OpTrace OpTrace::pointToPoint(TracedGroup& group, uint64_t issued, const char* o
 }
 
 void OpTrace::posted(const std::vector<RequestPtr>& requests, const Placement& placement,
-                     bool sharedMemory, int rank) {
+                     bool hostDomain, int rank) {
   if (group_ == nullptr || requests.empty()) return;
   int64_t peer = requests.front()->peer;
   uint64_t count = 0;
-  bool local = sharedMemory && !placement.hostOf.empty();
+  bool local = hostDomain && !placement.hostOf.empty();
   for (const auto& r : requests) {
     if (r->peer != peer) peer = -1;
     count += r->signature.opCount;
@@ -171,7 +171,7 @@ void OpTrace::posted(const std::vector<RequestPtr>& requests, const Placement& p
               placement.hostOf[static_cast<size_t>(rank)];
     }
   }
-  transport_ = static_cast<uint8_t>(local ? Route::kShm : Route::kTcp);
+  transport_ = static_cast<uint8_t>(local ? Route::kOnHost : Route::kFlat);
   if (FlightRecorder* recorder = FlightRecorder::instance(); recorder != nullptr && id_ != 0) {
     recorder->describePointToPoint(id_, requests.front()->signature.dtype, count, peer, transport_);
   }

@@ -66,7 +66,7 @@ class OpTrace {
                               uint64_t seq);
   // What a point-to-point operation posted (peers, sizes, transport).
   void posted(const std::vector<RequestPtr>& requests, const Placement& placement,
-              bool sharedMemory, int rank);
+              bool hostDomain, int rank);
 
   // `algorithm`: a collective's (Comm::algorithm()), else kAuto.
   void completed(Algorithm algorithm = Algorithm::kAuto);

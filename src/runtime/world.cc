@@ -216,11 +216,11 @@ std::shared_ptr<ProcessGroup> WorldImpl::createGroup(const std::string& name,
   GroupTransport links = createGroupTransport(setup);
   MESHCOMM_LOG(kInfo, "group " << name << ": rank " << groupRank << " of " << members.size()
                                << " on " << links.placement.hostCount()
-                               << " host(s), shared memory "
-                               << (links.route == Route::kTcp ? "off" : "on")
-                               << (links.sharedMemory
-                                       ? " (this host: " +
-                                             std::to_string(links.sharedMemory->localSize()) +
+                               << " host(s), route: " << routeName(links.route)
+                               << (links.hostDomain
+                                       ? std::string(" (this host: ") + links.hostDomain->kind() +
+                                             " domain of " +
+                                             std::to_string(links.hostDomain->localSize()) +
                                              " ranks)"
                                        : std::string()));
 

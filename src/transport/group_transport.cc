@@ -18,11 +18,18 @@ GroupTransport createGroupTransport(const LinkSetup& groupSetup) {
   std::vector<std::unique_ptr<Transport>> links;
   // Index into `links` of each peer's transport; -1 while none reaches it.
   std::vector<int> linkOf(members, -1);
-  bool sharedMemoryInUse = false;
+  bool hostDomainsInUse = false;
   for (const TransportKind& kind : transportKinds()) {
     Link link = kind.setUp(setup);
-    sharedMemoryInUse = sharedMemoryInUse || link.sharedMemoryInUse;
-    if (link.sharedMemory) group.sharedMemory = std::move(link.sharedMemory);
+    hostDomainsInUse = hostDomainsInUse || link.hostDomainsInUse;
+    if (link.hostDomain) {
+      if (group.hostDomain) {
+        throw Error("creating group " + setup.groupName + ": two transport kinds (" +
+                    group.hostDomain->kind() + " and " + link.hostDomain->kind() +
+                    ") offer this host's domain; turn one of them off");
+      }
+      group.hostDomain = std::move(link.hostDomain);
+    }
     if (!link.transport) continue;
     for (size_t peer = 0; peer < members; ++peer) {
       if (link.reaches[peer]) linkOf[peer] = static_cast<int>(links.size());
@@ -36,7 +43,7 @@ GroupTransport createGroupTransport(const LinkSetup& groupSetup) {
     }
   }
   if (links.empty()) throw Error("creating group " + setup.groupName + ": no transport set up");
-  group.route = routeOf(group.placement, sharedMemoryInUse);
+  group.route = routeOf(group.placement, hostDomainsInUse);
   group.transport = links.size() == 1
                         ? std::move(links.front())
                         : std::make_unique<RoutedTransport>(std::move(links), std::move(linkOf),

@@ -10,18 +10,18 @@
 
 #include "transport/link.h"
 #include "transport/placement.h"
-#include "transport/shm/shm_domain.h"
+#include "transport/host_domain.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
 
 struct GroupTransport {
   Placement placement;
-  Route route = Route::kTcp;
-  // This host's shared-memory domain, for the collectives that run on it
-  // directly; null when shared memory is off or this host has one member.
-  // Declared before `transport`, which refers to it, so it is destroyed after.
-  std::unique_ptr<ShmDomain> sharedMemory;
+  Route route = Route::kFlat;
+  // This host's domain, for the collectives that run on it directly; null
+  // when no kind offers one or this host has one member. Declared before
+  // `transport`, which may refer to it, so it is destroyed after.
+  std::unique_ptr<HostDomain> hostDomain;
   std::unique_ptr<Transport> transport;
 };
 

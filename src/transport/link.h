@@ -1,8 +1,10 @@
 // Link: one kind of transport set up for one group — this rank's end of it,
-// reaching some of the group's ranks. Each kind (tcp/, shm/, ...) provides
-// a function that sets up its link; transport/registry.cc lists the kinds
-// and transport/group_transport.cc composes their links into the one
-// Transport a group uses.
+// reaching some of the group's ranks. Each kind (a folder under
+// src/transport/) provides a function that sets up its link;
+// transport/registry.cc lists the kinds and transport/group_transport.cc
+// composes their links into the one Transport a group uses. Besides
+// messages, a link may offer a capability: a domain of this host's ranks
+// on which the group's collectives run directly (transport/host_domain.h).
 //
 // Thread-safety: setting up a link is collective over the group's members
 // (each calls it once, from one thread); the Link is then owned by the group.
@@ -18,7 +20,7 @@
 #include "transport/inbox.h"
 #include "transport/peer_monitor.h"
 #include "transport/placement.h"
-#include "transport/shm/shm_domain.h"
+#include "transport/host_domain.h"
 #include "transport/transport.h"
 
 namespace meshcomm {
@@ -44,15 +46,16 @@ struct LinkSetup {
 };
 
 struct Link {
+  // Set by a kind that offers an on-host domain: this host's domain (null
+  // on a host with one member), and whether the group runs its collectives
+  // on such domains at all (the same on every rank).
+  // Declared before `transport`, which may refer to it.
+  std::unique_ptr<HostDomain> hostDomain;
+  bool hostDomainsInUse = false;
   // Null when this rank reaches no peer through this kind.
   std::unique_ptr<Transport> transport;
   // By group rank: whether `transport` carries messages to that rank.
   std::vector<bool> reaches;
-  // Set by the shared-memory kind, whose collectives run on its domain
-  // directly: this host's domain (null on a host with one member), and
-  // whether the group uses shared memory at all (the same on every rank).
-  std::unique_ptr<ShmDomain> sharedMemory;
-  bool sharedMemoryInUse = false;
 };
 
 using LinkSetUp = Link (*)(const LinkSetup& setup);

@@ -1,6 +1,10 @@
 #include "transport/machine.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <fstream>
+#include <thread>
 
 #include "common/socket.h"
 
@@ -12,6 +16,13 @@ std::string localMachineId() {
   std::getline(boot, bootId);
   if (!bootId.empty()) return bootId;
   return hostName();
+}
+
+int usableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace meshcomm

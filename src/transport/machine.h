@@ -21,4 +21,7 @@ namespace meshcomm {
 // read. MESHCOMM_HOST_ID does not change it.
 std::string localMachineId();
 
+// Cores this process may run on (its affinity mask), at least 1.
+int usableCpus();
+
 }  // namespace meshcomm

@@ -28,16 +28,18 @@ int Placement::localIndex(int groupRank) const {
   return -1;
 }
 
-Route routeOf(const Placement& placement, bool sharedMemory) {
-  if (!sharedMemory || placement.hostOf.size() <= 1) return Route::kTcp;
-  if (placement.singleHost()) return Route::kShm;
-  return placement.onePerHost() ? Route::kTcp : Route::kHierarchical;
+Route routeOf(const Placement& placement, bool hostDomains) {
+  if (!hostDomains || placement.hostOf.size() <= 1) return Route::kFlat;
+  if (placement.singleHost()) return Route::kOnHost;
+  return placement.onePerHost() ? Route::kFlat : Route::kHierarchical;
 }
 
 const char* routeName(Route route) {
   // In the order of Route's values.
-  static constexpr const char* kNames[] = {"TCP between every rank", "shared memory on one host",
-                                           "shared memory within hosts and TCP between them"};
+  static constexpr const char* kNames[] = {
+      "messages between every rank (no two share a host, or no host domain)",
+      "the domain of the one host they share",
+      "each host's domain within hosts and messages between them"};
   return kNames[static_cast<size_t>(route)];
 }
 

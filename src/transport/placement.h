@@ -1,7 +1,9 @@
 // Placement: which ranks of a group share a host, and the route that
-// follows from it: shared memory when the whole group is on one host,
-// hierarchical (shared memory within hosts, the network between them) when
-// several hosts have several ranks, the network alone otherwise. A group's
+// follows from it and from the links' capabilities: on-host when the whole
+// group is on one host with a domain (transport/host_domain.h),
+// hierarchical (the host's domain within hosts, messages between them)
+// when several hosts have several ranks, flat (messages between every
+// rank) otherwise. A group's
 // placement and route are computed once, when its transport is built
 // (transport/group_transport.h), the same on every rank.
 //
@@ -33,14 +35,14 @@ struct Placement {
 
 // How a group's collectives can reach its ranks.
 enum class Route {
-  kTcp,           // no two ranks share a host, or shared memory is off
-  kShm,           // every rank on this host
+  kFlat,          // messages between every rank: no two share a host, or no domain
+  kOnHost,        // every rank on this host, in its domain
   kHierarchical,  // several hosts, several ranks on some
 };
 
-// The route of a group with this placement. `sharedMemory`: shared memory
-// is in use on every host with several members (a group-wide decision).
-Route routeOf(const Placement& placement, bool sharedMemory);
+// The route of a group with this placement. `hostDomains`: every host with
+// several members has a domain (a group-wide decision).
+Route routeOf(const Placement& placement, bool hostDomains);
 const char* routeName(Route route);
 
 // This machine's identity for placement: MESHCOMM_HOST_ID if set (tests

@@ -93,9 +93,9 @@ TEST(GroupTransport, OneHostUsesSharedMemoryAndEveryLink) {
   ScopedEnv shm("MESHCOMM_SHM", std::nullopt);
   auto group = setUpGroup({"a", "a", "a"}, "one_host");
   for (const Member& m : group.members) {
-    EXPECT_EQ(m.links.route, Route::kShm);
-    ASSERT_NE(m.links.sharedMemory, nullptr);
-    EXPECT_EQ(m.links.sharedMemory->localSize(), 3);
+    EXPECT_EQ(m.links.route, Route::kOnHost);
+    ASSERT_NE(m.links.hostDomain, nullptr);
+    EXPECT_EQ(m.links.hostDomain->localSize(), 3);
     // TCP is set up too (it reaches every rank), shared memory is preferred.
     EXPECT_NE(dynamic_cast<RoutedTransport*>(m.links.transport.get()), nullptr);
   }
@@ -104,8 +104,8 @@ TEST(GroupTransport, OneHostUsesSharedMemoryAndEveryLink) {
 TEST(GroupTransport, OneRankPerHostIsPlainTcp) {
   auto group = setUpGroup({"a", "b", "c"}, "spread");
   for (const Member& m : group.members) {
-    EXPECT_EQ(m.links.route, Route::kTcp);
-    EXPECT_EQ(m.links.sharedMemory, nullptr);
+    EXPECT_EQ(m.links.route, Route::kFlat);
+    EXPECT_EQ(m.links.hostDomain, nullptr);
     EXPECT_NE(dynamic_cast<TcpTransport*>(m.links.transport.get()), nullptr);
   }
 }
@@ -114,8 +114,8 @@ TEST(GroupTransport, SharedMemoryOffMeansTcpOnEveryRank) {
   ScopedEnv shm("MESHCOMM_SHM", "0");
   auto group = setUpGroup({"a", "a", "b", "b"}, "shm_off");
   for (const Member& m : group.members) {
-    EXPECT_EQ(m.links.route, Route::kTcp);
-    EXPECT_EQ(m.links.sharedMemory, nullptr);
+    EXPECT_EQ(m.links.route, Route::kFlat);
+    EXPECT_EQ(m.links.hostDomain, nullptr);
     EXPECT_NE(dynamic_cast<TcpTransport*>(m.links.transport.get()), nullptr);
   }
 }
@@ -127,8 +127,8 @@ TEST(GroupTransport, HierarchicalPlacementRoutesEachPeerOverItsLink) {
   auto group = setUpGroup({"a", "a", "b"}, "two_hosts");
   EXPECT_EQ(group[0].links.route, Route::kHierarchical);
   EXPECT_EQ(group[2].links.route, Route::kHierarchical);
-  ASSERT_NE(group[0].links.sharedMemory, nullptr);
-  EXPECT_EQ(group[2].links.sharedMemory, nullptr);  // alone on its host
+  ASSERT_NE(group[0].links.hostDomain, nullptr);
+  EXPECT_EQ(group[2].links.hostDomain, nullptr);  // alone on its host
   EXPECT_NE(dynamic_cast<RoutedTransport*>(group[0].links.transport.get()), nullptr);
 
   constexpr size_t kBytes = 1 << 20;  // several ring and socket buffers long
@@ -209,7 +209,7 @@ TEST(GroupTransport, AbortBreaksEveryLink) {
   EXPECT_THROW(zero.postSend(2, 1, kSig, &byte, 1), Mismatch);
   EXPECT_THROW(zero.postSend(1, 1, kSig, &byte, 1), Mismatch);
   // The host's other rank learns of it through the segment's abort line.
-  EXPECT_THROW(group[1].links.sharedMemory->throwIfAborted(), Mismatch);
+  EXPECT_THROW(group[1].links.hostDomain->throwIfAborted(), Mismatch);
 }
 
 }  // namespace

@@ -92,9 +92,9 @@ TEST(TuningDefaults, AllReduceOnSharedMemory) {
     const std::pair<int, size_t> crossovers[] = {{2, 256 * KiB}, {3, 64 * KiB}, {4, 64 * KiB},
                                                  {5, 16 * KiB},  {8, 16 * KiB}};
     for (auto [p, oneShotUpTo] : crossovers) {
-      CHILD_CHECK(allReduce(8, p, Route::kShm) == Algorithm::kShmOneShot, "P=" << p);
-      CHILD_CHECK(allReduce(oneShotUpTo, p, Route::kShm) == Algorithm::kShmOneShot, "P=" << p);
-      CHILD_CHECK(allReduce(oneShotUpTo + 1, p, Route::kShm) == Algorithm::kShmReduceScatter, "P=" << p);
+      CHILD_CHECK(allReduce(8, p, Route::kOnHost) == Algorithm::kShmOneShot, "P=" << p);
+      CHILD_CHECK(allReduce(oneShotUpTo, p, Route::kOnHost) == Algorithm::kShmOneShot, "P=" << p);
+      CHILD_CHECK(allReduce(oneShotUpTo + 1, p, Route::kOnHost) == Algorithm::kShmReduceScatter, "P=" << p);
     }
   });
 }
@@ -104,20 +104,20 @@ TEST(TuningDefaults, AllReduceOnSharedMemory) {
 // ranks, below 512 KiB on more), and the ring.
 TEST(TuningDefaults, AllReduceOverTcp) {
   withDefaults([] {
-    CHILD_CHECK(allReduce(512 * KiB, 2, Route::kTcp) == Algorithm::kRecursiveDoubling);
-    CHILD_CHECK(allReduce(512 * KiB + 1, 2, Route::kTcp) == Algorithm::kHalvingDoubling);
+    CHILD_CHECK(allReduce(512 * KiB, 2, Route::kFlat) == Algorithm::kRecursiveDoubling);
+    CHILD_CHECK(allReduce(512 * KiB + 1, 2, Route::kFlat) == Algorithm::kHalvingDoubling);
     for (int p : {3, 4, 5, 8}) {
-      CHILD_CHECK(allReduce(64 * KiB, p, Route::kTcp) == Algorithm::kRecursiveDoubling, "P=" << p);
+      CHILD_CHECK(allReduce(64 * KiB, p, Route::kFlat) == Algorithm::kRecursiveDoubling, "P=" << p);
     }
     for (int p : {2, 4}) {
-      CHILD_CHECK(allReduce(4 * MiB - 1, p, Route::kTcp) == Algorithm::kHalvingDoubling, "P=" << p);
-      CHILD_CHECK(allReduce(4 * MiB, p, Route::kTcp) == Algorithm::kRing, "P=" << p);
+      CHILD_CHECK(allReduce(4 * MiB - 1, p, Route::kFlat) == Algorithm::kHalvingDoubling, "P=" << p);
+      CHILD_CHECK(allReduce(4 * MiB, p, Route::kFlat) == Algorithm::kRing, "P=" << p);
     }
-    CHILD_CHECK(allReduce(64 * KiB + 1, 4, Route::kTcp) == Algorithm::kHalvingDoubling);
-    CHILD_CHECK(allReduce(512 * KiB - 1, 8, Route::kTcp) == Algorithm::kHalvingDoubling);
-    CHILD_CHECK(allReduce(512 * KiB, 8, Route::kTcp) == Algorithm::kRing);
+    CHILD_CHECK(allReduce(64 * KiB + 1, 4, Route::kFlat) == Algorithm::kHalvingDoubling);
+    CHILD_CHECK(allReduce(512 * KiB - 1, 8, Route::kFlat) == Algorithm::kHalvingDoubling);
+    CHILD_CHECK(allReduce(512 * KiB, 8, Route::kFlat) == Algorithm::kRing);
     for (int p : {3, 5, 6}) {
-      CHILD_CHECK(allReduce(64 * KiB + 1, p, Route::kTcp) == Algorithm::kRing, "P=" << p);
+      CHILD_CHECK(allReduce(64 * KiB + 1, p, Route::kFlat) == Algorithm::kRing, "P=" << p);
     }
   });
 }
@@ -128,13 +128,13 @@ TEST(TuningDefaults, AllReduceOverTcp) {
 TEST(TuningDefaults, BroadcastAndReduceOverTcp) {
   withDefaults([] {
     for (int p : {3, 5, 8}) {
-      CHILD_CHECK(broadcast(MiB - 1, p, Route::kTcp) == Algorithm::kBinomialTree, "P=" << p);
-      CHILD_CHECK(broadcast(MiB, p, Route::kTcp) == Algorithm::kChain, "P=" << p);
-      CHILD_CHECK(reduce(256 * KiB - 1, p, Route::kTcp) == Algorithm::kBinomialTree, "P=" << p);
-      CHILD_CHECK(reduce(256 * KiB, p, Route::kTcp) == Algorithm::kReduceScatterGather, "P=" << p);
+      CHILD_CHECK(broadcast(MiB - 1, p, Route::kFlat) == Algorithm::kBinomialTree, "P=" << p);
+      CHILD_CHECK(broadcast(MiB, p, Route::kFlat) == Algorithm::kChain, "P=" << p);
+      CHILD_CHECK(reduce(256 * KiB - 1, p, Route::kFlat) == Algorithm::kBinomialTree, "P=" << p);
+      CHILD_CHECK(reduce(256 * KiB, p, Route::kFlat) == Algorithm::kReduceScatterGather, "P=" << p);
     }
-    CHILD_CHECK(broadcast(64 * MiB, 2, Route::kTcp) == Algorithm::kBinomialTree);
-    CHILD_CHECK(reduce(64 * MiB, 2, Route::kTcp) == Algorithm::kBinomialTree);
+    CHILD_CHECK(broadcast(64 * MiB, 2, Route::kFlat) == Algorithm::kBinomialTree);
+    CHILD_CHECK(reduce(64 * MiB, 2, Route::kFlat) == Algorithm::kBinomialTree);
   });
 }
 
@@ -143,12 +143,12 @@ TEST(TuningDefaults, BroadcastAndReduceOverTcp) {
 TEST(TuningDefaults, AllGatherAwayFromOneHost) {
   withDefaults([] {
     for (int p : {2, 3, 4, 5, 8}) {
-      for (Route route : {Route::kTcp, Route::kHierarchical}) {
+      for (Route route : {Route::kFlat, Route::kHierarchical}) {
         CHILD_CHECK(allGather(0, p, route) == Algorithm::kBruck, "P=" << p);
         CHILD_CHECK(allGather(MiB, p, route) == Algorithm::kBruck, "P=" << p);
         CHILD_CHECK(allGather(MiB + 1, p, route) == Algorithm::kRing, "P=" << p);
       }
-      CHILD_CHECK(allGather(8, p, Route::kShm) == Algorithm::kShm, "P=" << p);
+      CHILD_CHECK(allGather(8, p, Route::kOnHost) == Algorithm::kOnHost, "P=" << p);
     }
   });
 }
@@ -160,8 +160,8 @@ TEST(TuningDefaults, AllGatherAwayFromOneHost) {
 TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
   withDefaults([] {
     for (size_t bytes : {size_t{0}, size_t{8}, 64 * MiB}) {
-      CHILD_CHECK(broadcast(bytes, 4, Route::kShm) == Algorithm::kShm);
-      CHILD_CHECK(reduce(bytes, 4, Route::kShm) == Algorithm::kShm);
+      CHILD_CHECK(broadcast(bytes, 4, Route::kOnHost) == Algorithm::kOnHost);
+      CHILD_CHECK(reduce(bytes, 4, Route::kOnHost) == Algorithm::kOnHost);
       CHILD_CHECK(allReduce(bytes, 4, Route::kHierarchical) == Algorithm::kHierarchical);
       CHILD_CHECK(broadcast(bytes, 4, Route::kHierarchical) == Algorithm::kHierarchical);
       CHILD_CHECK(reduce(bytes, 4, Route::kHierarchical) == Algorithm::kHierarchical);
@@ -171,8 +171,8 @@ TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
         {Opcode::kGather, Algorithm::kLinear},   {Opcode::kScatter, Algorithm::kLinear},
         {Opcode::kAllToAll, Algorithm::kPairwise}, {Opcode::kBarrier, Algorithm::kDissemination}};
     for (auto [family, tcp] : overTcp) {
-      CHILD_CHECK(chooseAlgorithm(family, 0, 4, Route::kShm) == Algorithm::kShm, "family " << opcodeName(static_cast<uint8_t>(family)));
-      CHILD_CHECK(chooseAlgorithm(family, 0, 4, Route::kTcp) == tcp, "family " << opcodeName(static_cast<uint8_t>(family)));
+      CHILD_CHECK(chooseAlgorithm(family, 0, 4, Route::kOnHost) == Algorithm::kOnHost, "family " << opcodeName(static_cast<uint8_t>(family)));
+      CHILD_CHECK(chooseAlgorithm(family, 0, 4, Route::kFlat) == tcp, "family " << opcodeName(static_cast<uint8_t>(family)));
     }
     CHILD_CHECK(chooseAlgorithm(Opcode::kBarrier, 0, 4, Route::kHierarchical) == Algorithm::kHierarchical);
   });
@@ -183,33 +183,33 @@ TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
 TEST(TuningForced, UnsetOrAutoLeavesTheDefault) {
   for (const char* value : {static_cast<const char*>(nullptr), "", "auto"}) {
     inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", value, [] {
-      CHILD_CHECK(allReduce(8, 4, Route::kTcp) == Algorithm::kRecursiveDoubling);
-      CHILD_CHECK(allReduce(MiB, 4, Route::kTcp) == Algorithm::kHalvingDoubling);
-      CHILD_CHECK(allReduce(MiB, 3, Route::kTcp) == Algorithm::kRing);
-      CHILD_CHECK(allReduce(MiB, 4, Route::kShm) == Algorithm::kShmReduceScatter);
+      CHILD_CHECK(allReduce(8, 4, Route::kFlat) == Algorithm::kRecursiveDoubling);
+      CHILD_CHECK(allReduce(MiB, 4, Route::kFlat) == Algorithm::kHalvingDoubling);
+      CHILD_CHECK(allReduce(MiB, 3, Route::kFlat) == Algorithm::kRing);
+      CHILD_CHECK(allReduce(MiB, 4, Route::kOnHost) == Algorithm::kShmReduceScatter);
     });
   }
 }
 
 TEST(TuningForced, AnAlgorithmOfTheCollectiveIsTakenAtEverySize) {
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "ring", [] {
-    CHILD_CHECK(allReduce(8, 4, Route::kTcp) == Algorithm::kRing);
+    CHILD_CHECK(allReduce(8, 4, Route::kFlat) == Algorithm::kRing);
     // The TCP algorithms run on any route.
-    CHILD_CHECK(allReduce(8, 4, Route::kShm) == Algorithm::kRing);
+    CHILD_CHECK(allReduce(8, 4, Route::kOnHost) == Algorithm::kRing);
   });
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "shm_oneshot",
-                 [] { CHILD_CHECK(allReduce(64 * MiB, 4, Route::kShm) == Algorithm::kShmOneShot); });
+                 [] { CHILD_CHECK(allReduce(64 * MiB, 4, Route::kOnHost) == Algorithm::kShmOneShot); });
   inFreshProcess("MESHCOMM_ALGO_BROADCAST", "chain",
-                 [] { CHILD_CHECK(broadcast(8, 2, Route::kTcp) == Algorithm::kChain); });
+                 [] { CHILD_CHECK(broadcast(8, 2, Route::kFlat) == Algorithm::kChain); });
   inFreshProcess("MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather",
-                 [] { CHILD_CHECK(reduce(8, 3, Route::kTcp) == Algorithm::kReduceScatterGather); });
+                 [] { CHILD_CHECK(reduce(8, 3, Route::kFlat) == Algorithm::kReduceScatterGather); });
   inFreshProcess("MESHCOMM_ALGO_ALLGATHER", "ring",
-                 [] { CHILD_CHECK(allGather(8, 5, Route::kTcp) == Algorithm::kRing); });
+                 [] { CHILD_CHECK(allGather(8, 5, Route::kFlat) == Algorithm::kRing); });
   inFreshProcess("MESHCOMM_ALGO_ALLGATHER", "bruck",
                  [] { CHILD_CHECK(allGather(64 * MiB, 5, Route::kHierarchical) == Algorithm::kBruck); });
 }
 
-// A shared-memory algorithm where the group's ranks use TCP (or a
+// An on-host algorithm where the group's ranks use messages (or a
 // hierarchical one on a single host) cannot run: refused where the call is
 // issued, naming the variable and the route. A group of one runs nothing,
 // so it takes any. Where only a part of a forced algorithm runs over
@@ -217,20 +217,20 @@ TEST(TuningForced, AnAlgorithmOfTheCollectiveIsTakenAtEverySize) {
 // part takes its route's default.
 TEST(TuningForced, AnAlgorithmTheRouteCannotRunIsRefused) {
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "shm_oneshot", [] {
-    expectRefused([] { allReduce(8, 4, Route::kTcp); },
+    expectRefused([] { allReduce(8, 4, Route::kFlat); },
                   "MESHCOMM_ALGO_ALLREDUCE='shm_oneshot'",
-                  "cannot run here: this group's ranks use TCP between every rank");
-    CHILD_CHECK(allReduce(8, 1, Route::kTcp) == Algorithm::kRecursiveDoubling);
-    CHILD_CHECK(allReduce(8, 4, Route::kShm) == Algorithm::kShmOneShot);
+                  "cannot run here: this group's ranks use messages between every rank");
+    CHILD_CHECK(allReduce(8, 1, Route::kFlat) == Algorithm::kRecursiveDoubling);
+    CHILD_CHECK(allReduce(8, 4, Route::kOnHost) == Algorithm::kShmOneShot);
     // The leaders' step of a hierarchical call, over TCP.
-    CHILD_CHECK(chooseStepAlgorithm(Opcode::kAllReduce, 8, 2, Route::kTcp) ==
+    CHILD_CHECK(chooseStepAlgorithm(Opcode::kAllReduce, 8, 2, Route::kFlat) ==
                 Algorithm::kRecursiveDoubling);
   });
   inFreshProcess("MESHCOMM_ALGO_BROADCAST", "hierarchical", [] {
-    expectRefused([] { broadcast(8, 4, Route::kShm); }, "MESHCOMM_ALGO_BROADCAST",
-                  "shared memory on one host");
+    expectRefused([] { broadcast(8, 4, Route::kOnHost); }, "MESHCOMM_ALGO_BROADCAST",
+                  "the domain of the one host they share");
     CHILD_CHECK(broadcast(8, 4, Route::kHierarchical) == Algorithm::kHierarchical);
-    CHILD_CHECK(chooseStepAlgorithm(Opcode::kBroadcast, 8, 2, Route::kTcp) ==
+    CHILD_CHECK(chooseStepAlgorithm(Opcode::kBroadcast, 8, 2, Route::kFlat) ==
                 Algorithm::kBinomialTree);
   });
 }
@@ -239,16 +239,16 @@ TEST(TuningForced, AnAlgorithmTheRouteCannotRunIsRefused) {
 // refused with the list of the collective's own.
 TEST(TuningForced, AnUnknownOrForeignNameIsRefusedWithTheChoices) {
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "rign", [] {
-    expectRefused([] { allReduce(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_ALLREDUCE",
+    expectRefused([] { allReduce(8, 4, Route::kFlat); }, "MESHCOMM_ALGO_ALLREDUCE",
                   "'rign' is not one of: auto, ring, recursive_doubling, halving_doubling, shm_oneshot, "
                   "shm_rsag, shm_single_copy, hierarchical");
   });
   inFreshProcess("MESHCOMM_ALGO_BROADCAST", "ring", [] {
-    expectRefused([] { broadcast(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_BROADCAST",
+    expectRefused([] { broadcast(8, 4, Route::kFlat); }, "MESHCOMM_ALGO_BROADCAST",
                   "is not one of: auto, binomial_tree, chain, shm, hierarchical");
   });
   inFreshProcess("MESHCOMM_ALGO_REDUCE", "chain", [] {
-    expectRefused([] { reduce(8, 4, Route::kTcp); }, "MESHCOMM_ALGO_REDUCE",
+    expectRefused([] { reduce(8, 4, Route::kFlat); }, "MESHCOMM_ALGO_REDUCE",
                   "is not one of: auto, binomial_tree, reduce_scatter_gather, shm, hierarchical");
   });
 }
@@ -258,9 +258,9 @@ TEST(TuningForced, AnUnknownOrForeignNameIsRefusedWithTheChoices) {
 // change algorithm midway).
 TEST(TuningForced, TheValueIsReadOncePerProcess) {
   inFreshProcess("MESHCOMM_ALGO_ALLREDUCE", "ring", [] {
-    CHILD_CHECK(allReduce(8, 4, Route::kTcp) == Algorithm::kRing);
+    CHILD_CHECK(allReduce(8, 4, Route::kFlat) == Algorithm::kRing);
     ::setenv("MESHCOMM_ALGO_ALLREDUCE", "recursive_doubling", 1);
-    CHILD_CHECK(allReduce(8, 4, Route::kTcp) == Algorithm::kRing);
+    CHILD_CHECK(allReduce(8, 4, Route::kFlat) == Algorithm::kRing);
   });
 }
 

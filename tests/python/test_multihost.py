@@ -152,8 +152,10 @@ def test_every_op_across_three_hosts(namespaces_ok, shaped):
     joined = "\n".join(outputs)
     assert codes == [0] * HOSTS, joined
     assert f"every_op: all {2 * HOSTS} ranks passed" in joined, joined
-    shared_memory = "off" if SHM_OFF else "on (this host: 2 ranks)"
-    placement = f"of {2 * HOSTS} on {HOSTS} host(s), shared memory {shared_memory}"
+    route = ("messages between every rank" if SHM_OFF else
+             "each host's domain within hosts and messages between them (this host: shm domain "
+             "of 2 ranks)")
+    placement = f"of {2 * HOSTS} on {HOSTS} host(s), route: {route}"
     assert joined.count(placement) >= 2 * HOSTS, joined
     # The hosts are namespaces of this machine: every rank counts all of
     # them against its cores, not only those of its host.

@@ -1,5 +1,5 @@
 // all_gather: over TCP Bruck's schedule for outputs up to 1 MiB and a ring
-// above; on one host, shared memory (shm.cc).
+// above; on one host, the host domain's (host_collectives.h).
 //
 // Ring: in step s (0..P-2) rank r forwards block r-s (its own at s = 0) to
 // the right and receives block r-s-1 from the left, straight into its
@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/all_gather/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
 
@@ -66,9 +65,8 @@ void bruck(Comm& comm, const std::vector<Block>& outputs) {
 void allGather(Comm& comm, const void* input, size_t inputBytes,
                const std::vector<Block>& outputs) {
   const Algorithm algo = comm.algorithm();
-  if (algo == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    shm::allGather(local, input, inputBytes, outputs);
+  if (algo == Algorithm::kOnHost) {
+    comm.host().allGather(comm.hostCall(), input, inputBytes, outputs);
     return;
   }
   const Block& own = outputs[static_cast<size_t>(comm.rank())];

@@ -1,6 +1,6 @@
 // all_reduce: over TCP, recursive doubling for small buffers, recursive
-// halving and doubling or a ring for large ones; on one host, shared memory
-// (shm.cc); across hosts, hierarchical (hierarchical.cc).
+// halving and doubling or a ring for large ones; on one host, the host domain's
+// (host_collectives.h); across hosts, hierarchical (hierarchical.cc).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -247,8 +247,7 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kShmOneShot || algo == Algorithm::kShmReduceScatter ||
       algo == Algorithm::kShmSingleCopy) {
-    ShmOp local = comm.shmOp();
-    shm::allReduce(local, data, count, dtype, op, algo, comm.scratchArena());
+    comm.host().allReduce(comm.hostCall(), data, count, dtype, op, algo, comm.scratchArena());
   } else if (algo == Algorithm::kHierarchical) {
     hierarchical::allReduce(comm, data, count, dtype, op);
   } else if (algo == Algorithm::kRing) {

@@ -1,5 +1,5 @@
-// all_reduce across hosts: shm reduce to the leader, all_reduce among
-// leaders, shm broadcast from the leader.
+// all_reduce across hosts: the host's reduce to the leader, all_reduce
+// among leaders, the host's broadcast from the leader.
 //
 // Between two hosts a large buffer goes in pieces, pipelined: while the
 // leaders' exchange of piece k is in the sockets, the host reduces piece
@@ -19,39 +19,13 @@
 
 #include "collectives/all_reduce/variants.h"
 #include "collectives/blocks.h"
-#include "collectives/broadcast/variants.h"
 #include "collectives/collectives.h"
 #include "collectives/hierarchical/leaders.h"
-#include "collectives/reduce/variants.h"
 #include "reduce/reduce.h"
 #include "transport/subset_transport.h"
 
 namespace meshcomm::collectives::hierarchical {
 namespace {
-
-// The host's sum, on its leader. With two ranks on the host the leader adds
-// the other's data to its own in one pass while the other only copies, so
-// the leader, whose network exchange is the longest part of the call, moves
-// two thirds of the bytes the slice-parallel reduce has it move
-// (docs/tuning.md); with more, the slices spread the reduction over them.
-//
-// The host's rounds then take the whole slot, which is wider than the
-// chunk only where the host's ranks outnumber its cores: there every round
-// costs context switches: a 64 MiB call between two emulated hosts of two
-// ranks, each host on a core of its own, took 115-137 ms in 2 MiB rounds
-// against 122-141 ms in 512 KiB ones (docs/tuning.md).
-size_t hostRoundBytes(const ShmOp& local) {
-  return local.size() <= 2 ? local.slotBytes() : local.chunkBytes();
-}
-
-void hostReduce(ShmOp& local, const void* data, void* result, size_t count, DType dtype,
-                ReduceOp op, int leader) {
-  if (local.size() <= 2) {
-    shm::reduceAtRoot(local, data, result, count, dtype, op, leader);
-  } else {
-    shm::reduce(local, data, result, count, dtype, op, leader);
-  }
-}
 
 // Two hosts, `pieces` of the buffer in flight one after the other. Each
 // leader sends its host's sum of a piece to the other leader and adds the
@@ -69,7 +43,7 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
   const int leader = localLeader(comm, leaders);
   const bool lead = isLeader(comm, leaders);
   const int otherLeader = comm.rank() == leaders[0] ? leaders[1] : leaders[0];
-  const bool shared = comm.hasShmDomain();  // false on a host of one rank
+  const bool shared = comm.hasHostDomain();  // false on a host of one rank
   const size_t es = dtypeSize(dtype);
   size_t maxPiece = 0;
   for (const Chunk& c : pieces) maxPiece = std::max(maxPiece, c.count);
@@ -93,18 +67,14 @@ void pipelinedPair(Comm& comm, uint8_t* data, DType dtype, ReduceOp op,
       const void* sums[] = {sum(k), stage(k)};
       reduce::reduceInto(op, dtype, at, sums, 2, pieces[k].count);
     }
-    if (shared) {
-      ShmOp local = comm.shmOp();
-      // In rounds as wide as hostReduce's.
-      shm::broadcast(local, at, pieces[k].count * es, leader, hostRoundBytes(local));
-    }
+    if (shared) comm.host().broadcastFromLeader(comm.hostCall(), at, pieces[k].count * es, leader);
   };
   for (size_t k = 0; k < pieces.size(); ++k) {
     // The leader's host sum goes to its scratch; every input stays as it is.
     const uint8_t* mine = data + pieces[k].offset * es;
     if (shared) {
-      ShmOp local = comm.shmOp();
-      hostReduce(local, mine, lead ? sum(k) : nullptr, pieces[k].count, dtype, op, leader);
+      comm.host().reduceForLeader(comm.hostCall(), mine, lead ? sum(k) : nullptr, pieces[k].count,
+                                  dtype, op, leader);
     } else if (lead) {
       std::memcpy(sum(k), mine, pieces[k].count * es);
     }
@@ -139,23 +109,19 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   const size_t bytes = count * dtypeSize(dtype);
   // The leader sums its host in scratch; every input stays as it is.
   void* host = leads && bytes > 0 ? comm.scratch(Scratch::kHostPartial, bytes) : data;
-  if (comm.hasShmDomain()) {
-    ShmOp local = comm.shmOp();
-    hostReduce(local, data, host, count, dtype, op, leader);
+  if (comm.hasHostDomain()) {
+    comm.host().reduceForLeader(comm.hostCall(), data, host, count, dtype, op, leader);
   } else if (host != data) {
     std::memcpy(host, data, bytes);
   }
   if (leads) {
     SubsetTransport among(comm.transport(), leaders);
     Comm across = comm.subComm(
-        among, chooseStepAlgorithm(Opcode::kAllReduce, bytes, among.size(), Route::kTcp));
+        among, chooseStepAlgorithm(Opcode::kAllReduce, bytes, among.size(), Route::kFlat));
     collectives::allReduce(across, host, count, dtype, op);
     if (host != data) std::memcpy(data, host, bytes);
   }
-  if (comm.hasShmDomain()) {
-    ShmOp local = comm.shmOp();
-    shm::broadcast(local, data, bytes, leader);
-  }
+  if (comm.hasHostDomain()) comm.host().broadcast(comm.hostCall(), data, bytes, leader);
 }
 
 }  // namespace meshcomm::collectives::hierarchical

@@ -1,5 +1,5 @@
-// all_to_all: over TCP a pairwise exchange; on one host, shared memory
-// (shm.cc).
+// all_to_all: over messages a pairwise exchange; on one host, the host
+// domain's (host_collectives.h).
 //
 // Pairwise schedule: in round i (1..P-1) rank r sends to r+i and receives
 // from r-i, so every round is a permutation and no rank is the target of two
@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/all_to_all/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
 
@@ -26,9 +25,8 @@ constexpr size_t kOneRoundFromBytes = size_t{1} << 20;  // the largest block sen
 }  // namespace
 
 void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
-  if (comm.algorithm() == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    shm::allToAll(local, sends, recvs);
+  if (comm.algorithm() == Algorithm::kOnHost) {
+    comm.host().allToAll(comm.hostCall(), sends, recvs);
     return;
   }
   const int p = comm.size();

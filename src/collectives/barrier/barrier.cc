@@ -1,5 +1,5 @@
-// barrier: over TCP dissemination; on one host, one shared-memory round
-// (shm::barrier); across hosts, hierarchical (hierarchical.cc).
+// barrier: over messages dissemination; on one host, the host domain's
+// barrier (host_collectives.h); across hosts, hierarchical (hierarchical.cc).
 //
 // Dissemination schedule: in round k (distance 1, 2, 4, ...) every rank
 // signals r+d and waits for r-d; after ceil(log2 P) rounds each rank has
@@ -7,15 +7,13 @@
 #include "collectives/barrier/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/shm/rounds.h"
 
 namespace meshcomm::collectives {
 
 void barrier(Comm& comm) {
   const Algorithm algo = comm.algorithm();
-  if (algo == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    shm::barrier(local);
+  if (algo == Algorithm::kOnHost) {
+    comm.host().barrier(comm.hostCall());
     return;
   }
   if (algo == Algorithm::kHierarchical) {

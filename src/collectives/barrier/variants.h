@@ -1,6 +1,5 @@
 // barrier's hierarchical variant, declared for its entry point
-// (barrier.cc). Its shared-memory variant is the bare round of
-// shm/rounds.h, shm::barrier.
+// (barrier.cc). On one host, the domain's barrier (host_collectives.h).
 //
 // Thread-safety: run by the group's executor, one at a time.
 #pragma once

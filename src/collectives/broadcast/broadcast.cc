@@ -1,4 +1,4 @@
-// broadcast: on one host, shared memory (shm.cc); across hosts,
+// broadcast: on one host, the host domain's (host_collectives.h); across hosts,
 // hierarchical (hierarchical.cc).
 //
 // Over TCP, a pipelined tree — binomial for short messages, a chain for
@@ -52,9 +52,8 @@ void broadcast(Comm& comm, void* data, size_t bytes, int root) {
   const int p = comm.size();
   if (p == 1) return;
   const Algorithm algo = comm.algorithm();
-  if (algo == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    shm::broadcast(local, data, bytes, root);
+  if (algo == Algorithm::kOnHost) {
+    comm.host().broadcast(comm.hostCall(), data, bytes, root);
     return;
   }
   if (algo == Algorithm::kHierarchical) {

@@ -1,5 +1,5 @@
 // broadcast across hosts: broadcast among leaders (the root leads its
-// host), then shm broadcast within each host.
+// host), then the host's broadcast within each host.
 #include <vector>
 
 #include "collectives/broadcast/variants.h"
@@ -14,13 +14,12 @@ void broadcast(Comm& comm, void* data, size_t bytes, int root) {
   if (isLeader(comm, leaders)) {
     SubsetTransport among(comm.transport(), leaders);
     Comm across = comm.subComm(
-        among, chooseStepAlgorithm(Opcode::kBroadcast, bytes, among.size(), Route::kTcp));
+        among, chooseStepAlgorithm(Opcode::kBroadcast, bytes, among.size(), Route::kFlat));
     int rootHost = comm.placement().hostOf[static_cast<size_t>(root)];
     collectives::broadcast(across, data, bytes, rootHost);
   }
-  if (comm.hasShmDomain()) {
-    ShmOp local = comm.shmOp();
-    shm::broadcast(local, data, bytes, localLeader(comm, leaders));
+  if (comm.hasHostDomain()) {
+    comm.host().broadcast(comm.hostCall(), data, bytes, localLeader(comm, leaders));
   }
 }
 

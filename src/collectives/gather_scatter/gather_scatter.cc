@@ -1,11 +1,10 @@
 // gather and scatter: over TCP the root exchanges directly with every other
 // rank, all transfers in flight at once (the root's link is the bottleneck
 // whatever the schedule, so a tree would only add latency on CPUs); on one
-// host, shared memory (shm.cc).
+// host, the host domain's (host_collectives.h).
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/gather_scatter/variants.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -49,9 +48,9 @@ void linear(Comm& comm, int root, bool toRoot, void* mine, size_t myBytes,
 
 void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
             int root) {
-  if (comm.algorithm() == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    return shm::gather(local, input, inputBytes, outputs, root);
+  if (comm.algorithm() == Algorithm::kOnHost) {
+    comm.host().gather(comm.hostCall(), input, inputBytes, outputs, root);
+    return;
   }
   // A gather only reads `input`; the schedule is written for both directions.
   linear(comm, root, /*toRoot=*/true, const_cast<void*>(input), inputBytes, outputs);
@@ -59,9 +58,9 @@ void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<
 
 void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
              int root) {
-  if (comm.algorithm() == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    return shm::scatter(local, inputs, output, outputBytes, root);
+  if (comm.algorithm() == Algorithm::kOnHost) {
+    comm.host().scatter(comm.hostCall(), inputs, output, outputBytes, root);
+    return;
   }
   linear(comm, root, /*toRoot=*/false, output, outputBytes, inputs);
 }

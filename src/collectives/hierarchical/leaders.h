@@ -18,7 +18,7 @@ namespace meshcomm::collectives::hierarchical {
 // rank (pass root = -1 for a collective without a root).
 std::vector<int> leadersFor(const Placement& placement, int root);
 
-// This host's leader as a local rank of its shared-memory domain.
+// This host's leader as a local rank of its host domain.
 int localLeader(const Comm& comm, const std::vector<int>& leaders);
 
 // Whether this rank leads its host.

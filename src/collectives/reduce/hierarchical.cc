@@ -1,4 +1,4 @@
-// reduce across hosts: shm reduce to each leader, reduce among leaders to
+// reduce across hosts: the host's reduce to each leader, reduce among leaders to
 // the root.
 #include <cstring>
 #include <vector>
@@ -19,15 +19,14 @@ void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int 
     std::memcpy(partial, data, bytes);
     data = partial;
   }
-  if (comm.hasShmDomain()) {
-    ShmOp local = comm.shmOp();
-    shm::reduce(local, data, count, dtype, op, localLeader(comm, leaders));
+  if (comm.hasHostDomain()) {
+    comm.host().reduce(comm.hostCall(), data, count, dtype, op, localLeader(comm, leaders));
   }
   if (isLeader(comm, leaders)) {
     SubsetTransport among(comm.transport(), leaders);
     Comm across = comm.subComm(
         among, chooseStepAlgorithm(Opcode::kReduce, count * dtypeSize(dtype), among.size(),
-                                   Route::kTcp));
+                                   Route::kFlat));
     int rootHost = comm.placement().hostOf[static_cast<size_t>(root)];
     collectives::reduce(across, data, count, dtype, op, rootHost);
   }

@@ -1,4 +1,4 @@
-// reduce: on one host, shared memory (shm.cc); across hosts, hierarchical
+// reduce: on one host, the host domain's (host_collectives.h); across hosts, hierarchical
 // (hierarchical.cc).
 //
 // Over TCP, a binomial tree for short buffers; for long ones a ring
@@ -65,9 +65,8 @@ void reduceScatterGather(Comm& comm, uint8_t* data, size_t count, DType dtype, R
 void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root) {
   if (comm.size() == 1) return;
   const Algorithm algo = comm.algorithm();
-  if (algo == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    shm::reduce(local, data, count, dtype, op, root);
+  if (algo == Algorithm::kOnHost) {
+    comm.host().reduce(comm.hostCall(), data, count, dtype, op, root);
     return;
   }
   if (algo == Algorithm::kHierarchical) {

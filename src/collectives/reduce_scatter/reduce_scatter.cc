@@ -1,5 +1,5 @@
 // reduce_scatter: over TCP a ring over per-rank blocks of any sizes; on
-// one host, shared memory (shm.cc).
+// one host, the host domain's (host_collectives.h).
 //
 // Schedule: in step s (0..P-2) rank r sends its partial of block r-s-1
 // (its own input at s = 0) to the right and receives the left neighbour's
@@ -20,7 +20,6 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
-#include "collectives/reduce_scatter/variants.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -28,9 +27,8 @@ namespace meshcomm::collectives {
 
 void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp op) {
-  if (comm.algorithm() == Algorithm::kShm) {
-    ShmOp local = comm.shmOp();
-    shm::reduceScatter(local, input, blockCounts, output, dtype, op);
+  if (comm.algorithm() == Algorithm::kOnHost) {
+    comm.host().reduceScatter(comm.hostCall(), input, blockCounts, output, dtype, op);
     return;
   }
   const int p = comm.size();

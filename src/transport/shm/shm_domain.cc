@@ -599,11 +599,4 @@ void ShmOp::mismatch(const std::string& message) {
   d_.failOp(wire::AbortReason::kMismatch, text, std::make_exception_ptr(Mismatch(text)));
 }
 
-int usableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 }  // namespace meshcomm

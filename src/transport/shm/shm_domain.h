@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/host_domain.h"
 #include "transport/peer_monitor.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
@@ -73,8 +74,9 @@ struct ShmDomainOptions {
   std::function<std::string(const MessageSignature&, uint64_t)> describeSignature;
 };
 
-class ShmDomain {
+class ShmDomain final : public HostDomain {
  public:
+  static constexpr char kKind[] = "shm";
   static constexpr size_t kInlineBytes = 32;
   // Flag lines (and cells) per rank: rounds that use no slot may run this
   // many rounds deep. 16 cut a loop of 8-byte broadcasts over 8 ranks on 2
@@ -131,7 +133,7 @@ class ShmDomain {
   // is gone or the store reports a lost rank; `during` opens the message.
   void checkPeers(const std::string& during, const Needed& needed);
   // The error of the raised abort line, or null.
-  std::exception_ptr abortError() const;
+  std::exception_ptr abortError() const override;
   // Whether the abort line is raised (abortError() is not null).
   bool abortRaised() const;
   // This rank failed mid-operation: raises the abort line with `error`'s
@@ -141,16 +143,17 @@ class ShmDomain {
   // Attaches to a formatted segment: checks its header, records this
   // process's pid and unlinks the name once every local rank has mapped it.
   ShmDomain(ShmDomainOptions options, ShmSegment segment);
-  ~ShmDomain();
+  ~ShmDomain() override;
   ShmDomain(const ShmDomain&) = delete;
   ShmDomain& operator=(const ShmDomain&) = delete;
 
-  int localRank() const { return options_.localRank; }
-  int localSize() const { return static_cast<int>(options_.groupRanks.size()); }
+  const char* kind() const override { return kKind; }
+  int localRank() const override { return options_.localRank; }
+  int localSize() const override { return static_cast<int>(options_.groupRanks.size()); }
   size_t slotBytes() const { return options_.slotBytes; }
   size_t chunkBytes() const { return options_.chunkBytes; }
   // Group rank of a local rank.
-  int groupRank(int local) const { return options_.groupRanks[static_cast<size_t>(local)]; }
+  int groupRank(int local) const override { return options_.groupRanks[static_cast<size_t>(local)]; }
   // "rank G (world rank W)" of a local rank.
   std::string describeRank(int local) const;
 
@@ -167,13 +170,13 @@ class ShmDomain {
   // peer in the same call of another collective is a Mismatch, even when
   // the two calls never wait on each other here (a hierarchical all_reduce
   // waiting on this host for a rank whose all_gather waits over TCP).
-  void announce(uint64_t seq, const MessageSignature& sig);
+  void announce(uint64_t seq, const MessageSignature& sig) override;
 
   // Raises the abort line (first caller wins) and wakes every sleeper, so
   // the other local ranks fail with this error too. Never throws.
-  void abort(wire::AbortReason reason, const std::string& message) noexcept;
+  void abort(wire::AbortReason reason, const std::string& message) noexcept override;
   // Throws what the abort line says, if it is raised.
-  void throwIfAborted() const;
+  void throwIfAborted() const override;
 
  private:
   friend class ShmOp;
@@ -316,8 +319,5 @@ class ShmOp {
   alignas(8) uint8_t staging_[ShmDomain::kInlineBytes];
   bool staged_ = false;
 };
-
-// Cores this process may run on (its affinity mask), at least 1.
-int usableCpus();
 
 }  // namespace meshcomm

@@ -195,7 +195,7 @@ Link setUpSharedMemoryLink(const LinkSetup& o) {
                   "' in the store (ranks of different meshcomm versions?)");
     }
   }
-  result.sharedMemoryInUse = true;
+  result.hostDomainsInUse = true;
   if (localSize < 2) return result;
 
   ShmDomainOptions d;
@@ -220,8 +220,8 @@ Link setUpSharedMemoryLink(const LinkSetup& o) {
   ShmSegment segment =
       created ? std::move(*created)
               : ShmSegment::open(myName, ShmDomain::segmentBytes(localSize, sizes.slot, ringBytes));
-  result.sharedMemory = std::make_unique<ShmDomain>(std::move(d), std::move(segment));
-  result.sharedMemory->setSingleCopy(probeSingleCopy(o, locals));
+  auto domain = std::make_unique<ShmDomain>(std::move(d), std::move(segment));
+  domain->setSingleCopy(probeSingleCopy(o, locals));
 
   // Point-to-point messages to the ranks of this host go through the
   // domain's rings too.
@@ -232,9 +232,9 @@ Link setUpSharedMemoryLink(const LinkSetup& o) {
     localOf[static_cast<size_t>(member)] = i;
     result.reaches[static_cast<size_t>(member)] = member != o.groupRank;
   }
-  result.transport = std::make_unique<ShmTransport>(*result.sharedMemory, o.groupRank,
-                                                    std::move(localOf), o.matcher,
-                                                    o.describeSignature);
+  result.transport = std::make_unique<ShmTransport>(*domain, o.groupRank, std::move(localOf),
+                                                    o.matcher, o.describeSignature);
+  result.hostDomain = std::move(domain);
   return result;
 }
 

@@ -3,12 +3,12 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/all_to_all/variants.h"
-#include "collectives/shm/rounds.h"
+#include "host/shm/variants.h"
+#include "host/shm/rounds.h"
 #include "collectives/tuning.h"
 #include "common/check.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 
 // all_to_all: the slot holds one region per other rank (at P=2 the whole
 // slot carries the one peer's block). In the first round each region opens
@@ -126,4 +126,4 @@ void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Bloc
   }
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

@@ -1,8 +1,8 @@
-#include "collectives/shm/rounds.h"
+#include "host/shm/rounds.h"
 
 #include "reduce/reduce.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 namespace {
 
 // Pointers to the same offset of every rank's slot of the current round.
@@ -72,4 +72,4 @@ void barrier(ShmOp& op) {
   op.waitAll();
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

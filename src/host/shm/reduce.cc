@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "collectives/reduce/variants.h"
-#include "collectives/shm/rounds.h"
+#include "host/shm/variants.h"
+#include "host/shm/rounds.h"
 #include "reduce/reduce.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 
 void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root) {
   reduce(op, data, data, count, dtype, rop, root);
@@ -76,4 +76,4 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
   }
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

@@ -1,11 +1,11 @@
 // all_gather among the ranks of one host, on the shared-memory segment.
 #include <algorithm>
 
-#include "collectives/all_gather/variants.h"
-#include "collectives/shm/rounds.h"
+#include "host/shm/variants.h"
+#include "host/shm/rounds.h"
 #include "collectives/tuning.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 
 void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs) {
   const auto* in = static_cast<const uint8_t*>(input);
@@ -33,4 +33,4 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vecto
   }
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

@@ -4,12 +4,12 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/gather_scatter/variants.h"
-#include "collectives/shm/rounds.h"
+#include "host/shm/variants.h"
+#include "host/shm/rounds.h"
 #include "collectives/tuning.h"
 #include "common/check.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 
 // gather and scatter accept blocks of different sizes (reduce's
 // reduce-scatter + gather uses them so): in the first round every rank
@@ -109,4 +109,4 @@ void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t o
   }
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

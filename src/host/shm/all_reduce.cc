@@ -5,12 +5,12 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/all_reduce/variants.h"
-#include "collectives/shm/rounds.h"
+#include "host/shm/variants.h"
+#include "host/shm/rounds.h"
 #include "reduce/reduce.h"
 #include "transport/shm/single_copy.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 namespace {
 
 // One round of the one-shot all-reduce on `count` elements at `data`.
@@ -132,4 +132,4 @@ void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, A
   }
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

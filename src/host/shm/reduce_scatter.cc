@@ -2,12 +2,12 @@
 #include <algorithm>
 #include <vector>
 
-#include "collectives/reduce_scatter/variants.h"
-#include "collectives/shm/rounds.h"
+#include "host/shm/variants.h"
+#include "host/shm/rounds.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 namespace {
 
 // reduce_scatter of at most kInlineBytes in all: the whole input travels in
@@ -76,4 +76,4 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
   }
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

@@ -25,7 +25,7 @@
 #include "common/stream_copy.h"
 #include "transport/shm/shm_domain.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 
 constexpr size_t kAlign = 64;  // slices and regions start on cache lines
 
@@ -98,4 +98,4 @@ void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vect
 // fence between the steps of algorithms that read the peers' buffers.
 void barrier(ShmOp& op);
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

@@ -1,11 +1,11 @@
 // broadcast among the ranks of one host, on the shared-memory segment.
 #include <algorithm>
 
-#include "collectives/broadcast/variants.h"
-#include "collectives/shm/rounds.h"
+#include "host/shm/variants.h"
+#include "host/shm/rounds.h"
 #include "collectives/tuning.h"
 
-namespace meshcomm::collectives::shm {
+namespace meshcomm::host::shm {
 
 // The root publishes and returns: it waits for nobody, except for a slot
 // to become free again. Every other rank checks the root's signature and
@@ -45,4 +45,4 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes)
   }
 }
 
-}  // namespace meshcomm::collectives::shm
+}  // namespace meshcomm::host::shm

@@ -1,0 +1,75 @@
+// The shared-memory kind's collectives, one file per family, run on the
+// group's segment in rounds (host/shm/rounds.h). ShmCollectives
+// (shm_collectives.cc) offers them to the families through
+// collectives/host_collectives.h.
+//
+// Thread-safety: run by the group's executor, one at a time.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collectives/blocks.h"
+#include "collectives/scratch.h"
+#include "collectives/tuning.h"
+#include "meshcomm/types.h"
+#include "transport/shm/shm_domain.h"
+
+namespace meshcomm::host::shm {
+
+// all_reduce.cc. kShmOneShot: every rank reduces all slots into its own buffer
+// (one round per chunk; least latency). kShmReduceScatter: every rank
+// reduces its slice of all slots, then copies the finished slices out (two
+// rounds per chunk, 1/P of the reduction work each; most bandwidth).
+// kShmSingleCopy: reduce-scatter + all-gather reading the peers' buffers
+// directly (transport/shm/single_copy.h); kShmReduceScatter where the
+// domain has no single copies.
+void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, Algorithm algo,
+               ScratchArena& scratch);
+
+// broadcast.cc: every rank's data becomes the local rank `root`'s.
+void broadcast(ShmOp& op, void* data, size_t bytes, int root);
+// The same in rounds of up to `roundBytes` (at most the slot) instead of
+// the chunk.
+void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes);
+
+// reduce.cc: the local rank `root`'s data becomes op over the domain's ranks.
+void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root);
+// The same with the root's result in `result` (count elements, overlapping
+// no input, or equal to the root's `data`; ignored on the other ranks), and
+// every rank's `data` read only.
+void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
+            int root);
+// The same, with the root reducing every rank's data itself while the
+// others only copy theirs into their slots: one pass over the buffer on
+// every rank, where the slices have the root copy half of it in, reduce
+// its slice and copy the whole out. For a root that has other work (a
+// hierarchical leader's network exchange) and few ranks beside it. Rounds
+// are as wide as the slot: wider than the chunk only where the host's ranks
+// outnumber its cores, and there every round costs context switches.
+void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
+                  ReduceOp rop, int root);
+
+// all_gather.cc: every rank publishes its input in its slot, chunk by chunk, and
+// copies every other rank's out of theirs.
+void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs);
+
+// reduce_scatter.cc: every rank publishes a chunk of every block per round, in the
+// block's region of its slot, and reduces its own block out of every slot.
+void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& blockCounts,
+                   void* output, DType dtype, ReduceOp rop);
+
+// gather_scatter.cc: every rank publishes its input chunk by chunk and the root
+// copies them out.
+void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
+            int root);
+// gather_scatter.cc: the root publishes one region per rank and round, and every rank
+// copies its own out.
+void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t outputBytes,
+             int root);
+
+// all_to_all.cc: every rank publishes one region per peer and round, and every
+// rank copies its region of every peer's slot out.
+void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Block>& recvs);
+
+}  // namespace meshcomm::host::shm

@@ -1,0 +1,76 @@
+"""What docs/ARCHITECTURE.md says an addition touches, checked on the tree.
+
+A transport kind lives in its folder under src/transport/ plus one line of
+transport/registry.cc; an on-host kind adds a folder under src/host/ plus
+one line of host/registry.cc. That holds only while no other file of the
+library, the binding or the tools names a kind's code: this test lists the
+files that do, so the claim fails here the day it stops being true.
+"""
+
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCANNED = ("src", "python/src", "tools")
+SOURCES = (".h", ".cc")
+
+# What names each kind's code, and the folders allowed to.
+KINDS = {
+    "shm": (re.compile(r"\bShm(Domain|Op|Transport|Segment)\b|transport/shm/|host/shm/|"
+                       r"setUpSharedMemoryLink|shmCollectives"),
+            ("src/transport/shm/", "src/host/shm/")),
+    "tcp": (re.compile(r"\bTcp(Transport|Link)\b|transport/tcp/|setUpTcpLink"),
+            ("src/transport/tcp/",)),
+}
+REGISTRIES = ("src/transport/registry.cc", "src/host/registry.cc")
+
+
+def source_files():
+    for top in SCANNED:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.suffix in SOURCES:
+                yield path.relative_to(ROOT).as_posix(), path.read_text()
+
+
+def test_only_a_kinds_folders_and_the_registries_name_it():
+    for kind, (names, folders) in KINDS.items():
+        outside = [rel for rel, text in source_files()
+                   if names.search(text) and rel not in REGISTRIES
+                   and not rel.startswith(folders)]
+        assert not outside, (f"the {kind} kind is named outside its folders {folders} and the "
+                             f"registries: {outside}; adding a kind would have to touch them "
+                             "(docs/ARCHITECTURE.md, 'Where to change what')")
+
+
+def table_entries(registry, table):
+    text = (ROOT / registry).read_text()
+    body = re.search(table + r"\[\] = \{(.*?)\n\s*\};", text, re.S)
+    assert body, f"{registry}: table {table} not found"
+    return re.findall(r"^\s*\{", body.group(1), re.M)
+
+
+def kind_folders(top):
+    return sorted(p.name for p in (ROOT / top).iterdir() if p.is_dir())
+
+
+def test_every_kind_folder_has_one_registry_line():
+    transports = kind_folders("src/transport")
+    assert len(table_entries("src/transport/registry.cc", "kKinds")) == len(transports), transports
+    on_host = kind_folders("src/host")
+    assert len(table_entries("src/host/registry.cc", "kKinds")) == len(on_host), on_host
+    # Every on-host kind is also a transport kind: its link offers the domain.
+    assert set(on_host) <= set(transports), (on_host, transports)
+
+
+def test_the_guide_names_files_that_exist():
+    guide = (ROOT / "docs/ARCHITECTURE.md").read_text()
+    section = guide[guide.index("## Where to change what"):]
+    named = set(re.findall(r"`((?:src/|include/|python/|tools/|tests/)?[\w/]+\.(?:h|cc|py))`",
+                           section))
+    assert named
+    missing = []
+    for name in named:
+        candidates = [ROOT / name, ROOT / "src" / name]
+        if not any(c.exists() for c in candidates):
+            missing.append(name)
+    assert not missing, f"docs/ARCHITECTURE.md names files that do not exist: {sorted(missing)}"
