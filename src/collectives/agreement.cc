@@ -291,8 +291,8 @@ namespace {
 // the records (their send tables), so all ranks reach the same answer; if
 // one did not, the exchange follows the verdict in rounds of its own.
 // Returns whether the blocks were delivered.
-bool agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
-                            const std::vector<Block>& recvs) {
+bool agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, std::span<const Block> sends,
+                            std::span<const Block> recvs) {
   const int me = comm.rank();
   const size_t recordBytes = recordWords(args) * sizeof(int64_t);
   const size_t room = comm.host().recordBytes();
@@ -349,7 +349,7 @@ bool agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, const std::ve
 
 // all_to_all_single over messages: see agreeAndAllToAll.
 void agreeAndExchangeByMessages(Comm& comm, const CallArguments& args,
-                                const std::vector<Block>& sends, const std::vector<Block>& recvs) {
+                                std::span<const Block> sends, std::span<const Block> recvs) {
   const int me = comm.rank();
   const std::vector<int64_t> mine = encode(args);
   const bool early = eagerBytesTo(mine, me) >= 0;
@@ -383,8 +383,8 @@ void agreeAndExchangeByMessages(Comm& comm, const CallArguments& args,
 
 }  // namespace
 
-void agreeAndAllToAll(Comm& comm, const CallArguments& args, const std::vector<Block>& sends,
-                      const std::vector<Block>& recvs) {
+void agreeAndAllToAll(Comm& comm, const CallArguments& args, std::span<const Block> sends,
+                      std::span<const Block> recvs) {
   if (!checking() || comm.size() < 2) {
     allToAll(comm, sends, recvs);
   } else if (comm.route() != Route::kOnHost) {

@@ -92,8 +92,8 @@ bool agree(Comm& comm, const CallArguments& mine);
 // messages every rank first drains the blocks sent to it early) and every
 // rank throws the same ArgumentsDisagree as agree(). With checks off or
 // one rank: the exchange alone.
-void agreeAndAllToAll(Comm& comm, const CallArguments& mine, const std::vector<Block>& sends,
-                      const std::vector<Block>& recvs);
+void agreeAndAllToAll(Comm& comm, const CallArguments& mine, std::span<const Block> sends,
+                      std::span<const Block> recvs);
 
 // The largest block a rank sends with its record over messages
 // (agreeAndAllToAll).

@@ -47,7 +47,7 @@ void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int 
 
 // all_gather/: outputs[r] receives rank r's input (outputs[rank] too).
 // REQUIRES: outputs[rank].bytes == inputBytes.
-void allGather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs);
+void allGather(Comm& comm, const void* input, size_t inputBytes, std::span<const Block> outputs);
 
 // reduce_scatter/: input holds one block per rank (blockCounts[r]
 // elements, in rank order); output (blockCounts[rank] elements) receives op
@@ -57,13 +57,13 @@ void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blo
 
 // gather_scatter/: gather to / scatter from the root.
 // outputs / inputs are only read at the root.
-void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
+void gather(Comm& comm, const void* input, size_t inputBytes, std::span<const Block> outputs,
             int root);
-void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
+void scatter(Comm& comm, std::span<const Block> inputs, void* output, size_t outputBytes,
              int root);
 
 // all_to_all/: sends[j] goes to rank j, recvs[j] comes from rank j.
-void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs);
+void allToAll(Comm& comm, std::span<const Block> sends, std::span<const Block> recvs);
 
 // barrier/: returns once every rank has entered.
 void barrier(Comm& comm);

@@ -49,16 +49,16 @@ class HostCollectives {
   virtual void reduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
                       int root) const = 0;
   virtual void allGather(const HostCall& call, const void* input, size_t inputBytes,
-                         const std::vector<Block>& outputs) const = 0;
+                         std::span<const Block> outputs) const = 0;
   virtual void reduceScatter(const HostCall& call, const void* input,
                              const std::vector<size_t>& blockCounts, void* output, DType dtype,
                              ReduceOp op) const = 0;
   virtual void gather(const HostCall& call, const void* input, size_t inputBytes,
-                      const std::vector<Block>& outputs, int root) const = 0;
-  virtual void scatter(const HostCall& call, const std::vector<Block>& inputs, void* output,
+                      std::span<const Block> outputs, int root) const = 0;
+  virtual void scatter(const HostCall& call, std::span<const Block> inputs, void* output,
                        size_t outputBytes, int root) const = 0;
-  virtual void allToAll(const HostCall& call, const std::vector<Block>& sends,
-                        const std::vector<Block>& recvs) const = 0;
+  virtual void allToAll(const HostCall& call, std::span<const Block> sends,
+                        std::span<const Block> recvs) const = 0;
   virtual void barrier(const HostCall& call) const = 0;
 
   // The host's part of a hierarchical all_reduce, whose leader `root` also

@@ -28,22 +28,21 @@ uint64_t digest(const std::vector<int64_t>& values) {
   return h;
 }
 
-std::vector<Block> blocksOf(const std::vector<TensorRef>& tensors) {
-  std::vector<Block> out;
-  out.reserve(tensors.size());
+BlockList blocksOf(const std::vector<TensorRef>& tensors) {
+  BlockList out;
   for (const auto& t : tensors) out.push_back({static_cast<uint8_t*>(t.data), t.bytes()});
   return out;
 }
 
-size_t totalBytes(const std::vector<Block>& blocks) {
+size_t totalBytes(std::span<const Block> blocks) {
   size_t total = 0;
   for (const Block& b : blocks) total += b.bytes;
   return total;
 }
 
 // `n` blocks of `each` elements of `t`, in order.
-std::vector<Block> equalBlocksOf(TensorRef t, int64_t each, int n) {
-  std::vector<Block> out(static_cast<size_t>(n));
+BlockList equalBlocksOf(TensorRef t, int64_t each, int n) {
+  BlockList out(static_cast<size_t>(n));
   const size_t bytes = static_cast<size_t>(each) * dtypeSize(t.dtype);
   auto* p = static_cast<uint8_t*>(t.data);
   for (Block& b : out) {
@@ -57,9 +56,8 @@ std::vector<int64_t> equalCounts(int64_t each, int n) {
   return std::vector<int64_t>(static_cast<size_t>(n), each);
 }
 
-std::vector<Block> blocksOf(TensorRef t, const std::vector<int64_t>& counts) {
-  std::vector<Block> out;
-  out.reserve(counts.size());
+BlockList blocksOf(TensorRef t, const std::vector<int64_t>& counts) {
+  BlockList out;
   size_t es = dtypeSize(t.dtype);
   auto* p = static_cast<uint8_t*>(t.data);
   for (int64_t c : counts) {
@@ -169,7 +167,7 @@ class Call {
     }
   }
   // equalShape, and those blocks.
-  std::vector<Block> equalBlocks(const TensorRef& whole, const char* wholeName, const TensorRef& block,
+  BlockList equalBlocks(const TensorRef& whole, const char* wholeName, const TensorRef& block,
                                  const char* blockName) const {
     equalShape(whole, wholeName, block, blockName);
     return equalBlocksOf(whole, block.numel, g_.size());
@@ -196,7 +194,7 @@ class Call {
   // The blocks of gather's or scatter's per-rank list, named `listName`
   // with elements `element`, that only the root uses: there, one tensor
   // per rank, each matching `like` (named `other`); elsewhere none.
-  std::vector<Block> rootList(const std::vector<TensorRef>& list, const TensorRef& like, int root,
+  BlockList rootList(const std::vector<TensorRef>& list, const TensorRef& like, int root,
                               const char* listName, const char* element, const char* other) const {
     if (g_.rank() != root) return {};
     matchingList(list, like, listName, element, other);
@@ -217,7 +215,7 @@ class Call {
   }
   // No byte of any `outputs` block may be one of the `inputs` blocks: an
   // exchange writes some outputs before it has sent every input.
-  void apart(const std::vector<Block>& outputs, const std::vector<Block>& inputs) const {
+  void apart(std::span<const Block> outputs, std::span<const Block> inputs) const {
     for (const Block& o : outputs) {
       for (const Block& i : inputs) apart(o, i);
     }
@@ -249,7 +247,7 @@ class Call {
 // The list and tensor forms of gather differ only in how the root's
 // outputs are laid out, and those of scatter in how its inputs are: each
 // pair issues its blocks here.
-WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, std::vector<Block> blocks,
+WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, BlockList blocks,
                      const OpOptions& o) {
   return group.runCollective(
       call.name(), call.signature(input.dtype, input.numel, o.root), call.algorithm(), o,
@@ -259,7 +257,7 @@ WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, std::v
       });
 }
 
-WorkPtr scatterBlocks(GroupImpl& group, const Call& call, TensorRef output, std::vector<Block> blocks,
+WorkPtr scatterBlocks(GroupImpl& group, const Call& call, TensorRef output, BlockList blocks,
                       const OpOptions& o) {
   return group.runCollective(
       call.name(), call.signature(output.dtype, output.numel, o.root), call.algorithm(), o,
@@ -446,7 +444,7 @@ WorkPtr ProcessGroup::gatherIntoTensor(TensorRef output, TensorRef input, const 
   call.tensor(input, "input");
   call.root(o.root);
   auto blocks = rank() == o.root ? call.equalBlocks(output, "output", input, "input")
-                                 : std::vector<Block>{};
+                                 : BlockList{};
   return gatherBlocks(*impl_, call, input, std::move(blocks), o);
 }
 
@@ -464,7 +462,7 @@ WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpO
   call.tensor(output, "output");
   call.root(o.root);
   auto blocks = rank() == o.root ? call.equalBlocks(input, "input", output, "output")
-                                 : std::vector<Block>{};
+                                 : BlockList{};
   return scatterBlocks(*impl_, call, output, std::move(blocks), o);
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collective_matrix.h"
+#include "collectives/blocks.h"
 #include "transport_cases.h"
 
 namespace meshcomm::test {
@@ -44,6 +45,27 @@ INSTANTIATE_TEST_SUITE_P(Conformance, EveryCollective,
                                            shmCase(5), shmCase(8), tcpCase(2), tcpCase(3),
                                            tcpCase(5), tcpCase(8), kHierarchical3x2,
                                            kHierarchicalInterleaved, kHierarchicalLoneRank),
+                         TransportCaseName{});
+
+// The collectives that take a block per rank on more ranks than a call
+// keeps blocks for inline (BlockList::kInline), and than the machine has
+// cores: every list, split and exchange past that boundary.
+class ManyRanks : public ::testing::TestWithParam<TransportCase> {};
+
+TEST_P(ManyRanks, PerRankBlocks) {
+  static_assert(BlockList::kInline < 10);
+  JobOptions o;
+  o.bound = 150s;
+  MatrixSpec spec{GetParam().name(),
+                  {Operation::kAllGather, Operation::kAllGatherIntoTensor, Operation::kGather,
+                   Operation::kGatherIntoTensor, Operation::kScatter, Operation::kScatterTensor,
+                   Operation::kAllToAll, Operation::kAllToAllSingle, kAllToAllSingleCounts,
+                   Operation::kReduceScatter},
+                  /*withLarge=*/false};
+  runMatrixJob(GetParam().p, spec, withTransport(GetParam(), o));
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, ManyRanks, ::testing::Values(shmCase(10), tcpCase(10)),
                          TransportCaseName{});
 
 // reduceScatterTensor whose output is this rank's own block of the input,

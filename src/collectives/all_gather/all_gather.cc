@@ -23,7 +23,7 @@
 namespace meshcomm::collectives {
 namespace {
 
-void ring(Comm& comm, const std::vector<Block>& outputs) {
+void ring(Comm& comm, std::span<const Block> outputs) {
   const int p = comm.size();
   const int r = comm.rank();
   const int right = wrap(r, 1, p);
@@ -37,7 +37,7 @@ void ring(Comm& comm, const std::vector<Block>& outputs) {
   }
 }
 
-void bruck(Comm& comm, const std::vector<Block>& outputs) {
+void bruck(Comm& comm, std::span<const Block> outputs) {
   const int p = comm.size();
   const int r = comm.rank();
   uint32_t step = 0;  // one per block, numbered alike by sender and receiver
@@ -63,7 +63,7 @@ void bruck(Comm& comm, const std::vector<Block>& outputs) {
 }  // namespace
 
 void allGather(Comm& comm, const void* input, size_t inputBytes,
-               const std::vector<Block>& outputs) {
+               std::span<const Block> outputs) {
   const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kOnHost) {
     comm.host().allGather(comm.hostCall(), input, inputBytes, outputs);

@@ -24,7 +24,7 @@ constexpr int kWindow = 8;
 constexpr size_t kOneRoundFromBytes = size_t{1} << 20;  // the largest block sent
 }  // namespace
 
-void allToAll(Comm& comm, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
+void allToAll(Comm& comm, std::span<const Block> sends, std::span<const Block> recvs) {
   if (comm.algorithm() == Algorithm::kOnHost) {
     comm.host().allToAll(comm.hostCall(), sends, recvs);
     return;

@@ -15,7 +15,7 @@ namespace {
 // with each other rank j, all in flight at once, moves its own block
 // between `mine` and `blocks[root]` while they run, and waits for them all.
 void linear(Comm& comm, int root, bool toRoot, void* mine, size_t myBytes,
-            const std::vector<Block>& blocks) {
+            std::span<const Block> blocks) {
   // In a gather every rank but the root sends; in a scatter the root alone.
   const bool sends = toRoot ? comm.rank() != root : comm.rank() == root;
   auto exchange = [&](int peer, void* data, size_t bytes) {
@@ -46,7 +46,7 @@ void linear(Comm& comm, int root, bool toRoot, void* mine, size_t myBytes,
 
 }  // namespace
 
-void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
+void gather(Comm& comm, const void* input, size_t inputBytes, std::span<const Block> outputs,
             int root) {
   if (comm.algorithm() == Algorithm::kOnHost) {
     comm.host().gather(comm.hostCall(), input, inputBytes, outputs, root);
@@ -56,7 +56,7 @@ void gather(Comm& comm, const void* input, size_t inputBytes, const std::vector<
   linear(comm, root, /*toRoot=*/true, const_cast<void*>(input), inputBytes, outputs);
 }
 
-void scatter(Comm& comm, const std::vector<Block>& inputs, void* output, size_t outputBytes,
+void scatter(Comm& comm, std::span<const Block> inputs, void* output, size_t outputBytes,
              int root) {
   if (comm.algorithm() == Algorithm::kOnHost) {
     comm.host().scatter(comm.hostCall(), inputs, output, outputBytes, root);

@@ -7,7 +7,7 @@
 
 namespace meshcomm::host::shm {
 
-void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs) {
+void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs) {
   const auto* in = static_cast<const uint8_t*>(input);
   const int p = op.size();
   size_t largest = 0;

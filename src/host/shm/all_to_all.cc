@@ -42,7 +42,7 @@ size_t firstBytes(size_t bytes, size_t region) {
 
 }  // namespace
 
-void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Block>& recvs) {
+void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> recvs) {
   const int p = op.size();
   const int me = op.rank();
   const bool stream = streamOutput(totalBytes(recvs));

@@ -24,7 +24,7 @@ size_t publishedSize(ShmOp& op, int local) {
 }
 
 // Round 0's size exchange; returns the largest size.
-size_t exchangeSizes(ShmOp& op, size_t mine, const std::vector<Block>* rootBlocks,
+size_t exchangeSizes(ShmOp& op, size_t mine, const std::span<const Block>* rootBlocks,
                      const char* what) {
   const auto v = static_cast<uint64_t>(mine);
   std::memcpy(op.inlineData(), &v, sizeof(v));
@@ -45,7 +45,7 @@ size_t exchangeSizes(ShmOp& op, size_t mine, const std::vector<Block>* rootBlock
 
 }  // namespace
 
-void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
+void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs,
             int root) {
   const auto* in = static_cast<const uint8_t*>(input);
   const bool isRoot = op.rank() == root;
@@ -74,7 +74,7 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<B
   }
 }
 
-void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t outputBytes,
+void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outputBytes,
              int root) {
   auto* out = static_cast<uint8_t*>(output);
   const int p = op.size();

@@ -44,7 +44,7 @@ inline void copyOut(void* to, const void* from, size_t bytes, bool stream) {
   }
 }
 
-inline size_t totalBytes(const std::vector<Block>& blocks) {
+inline size_t totalBytes(std::span<const Block> blocks) {
   size_t n = 0;
   for (const Block& b : blocks) n += b.bytes;
   return n;

@@ -31,7 +31,7 @@ class ShmCollectives final : public HostCollectives {
     shm::reduce(rounds, data, count, dtype, op, root);
   }
   void allGather(const HostCall& call, const void* input, size_t inputBytes,
-                 const std::vector<Block>& outputs) const override {
+                 std::span<const Block> outputs) const override {
     ShmOp rounds = roundsOf(call);
     shm::allGather(rounds, input, inputBytes, outputs);
   }
@@ -41,17 +41,17 @@ class ShmCollectives final : public HostCollectives {
     shm::reduceScatter(rounds, input, blockCounts, output, dtype, op);
   }
   void gather(const HostCall& call, const void* input, size_t inputBytes,
-              const std::vector<Block>& outputs, int root) const override {
+              std::span<const Block> outputs, int root) const override {
     ShmOp rounds = roundsOf(call);
     shm::gather(rounds, input, inputBytes, outputs, root);
   }
-  void scatter(const HostCall& call, const std::vector<Block>& inputs, void* output,
+  void scatter(const HostCall& call, std::span<const Block> inputs, void* output,
                size_t outputBytes, int root) const override {
     ShmOp rounds = roundsOf(call);
     shm::scatter(rounds, inputs, output, outputBytes, root);
   }
-  void allToAll(const HostCall& call, const std::vector<Block>& sends,
-                const std::vector<Block>& recvs) const override {
+  void allToAll(const HostCall& call, std::span<const Block> sends,
+                std::span<const Block> recvs) const override {
     ShmOp rounds = roundsOf(call);
     shm::allToAll(rounds, sends, recvs);
   }

@@ -52,7 +52,7 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
 
 // all_gather.cc: every rank publishes its input in its slot, chunk by chunk, and
 // copies every other rank's out of theirs.
-void allGather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs);
+void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs);
 
 // reduce_scatter.cc: every rank publishes a chunk of every block per round, in the
 // block's region of its slot, and reduces its own block out of every slot.
@@ -61,15 +61,15 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
 
 // gather_scatter.cc: every rank publishes its input chunk by chunk and the root
 // copies them out.
-void gather(ShmOp& op, const void* input, size_t inputBytes, const std::vector<Block>& outputs,
+void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs,
             int root);
 // gather_scatter.cc: the root publishes one region per rank and round, and every rank
 // copies its own out.
-void scatter(ShmOp& op, const std::vector<Block>& inputs, void* output, size_t outputBytes,
+void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outputBytes,
              int root);
 
 // all_to_all.cc: every rank publishes one region per peer and round, and every
 // rank copies its region of every peer's slot out.
-void allToAll(ShmOp& op, const std::vector<Block>& sends, const std::vector<Block>& recvs);
+void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> recvs);
 
 }  // namespace meshcomm::host::shm
