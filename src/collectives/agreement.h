@@ -30,6 +30,7 @@
 #include "collectives/collectives.h"
 #include "collectives/comm.h"
 #include "collectives/operations.h"
+#include "common/inline_list.h"
 #include "meshcomm/error.h"
 #include "meshcomm/types.h"
 
@@ -43,6 +44,9 @@ class ArgumentsDisagree : public Mismatch {
   using Mismatch::Mismatch;
 };
 
+// Per-rank element counts, inline up to 8 ranks.
+using Counts = InlineList<int64_t, 8>;
+
 // What one rank passed to a call, for the arguments that must agree.
 struct CallArguments {
   Operation operation = Operation::kBarrier;
@@ -51,10 +55,10 @@ struct CallArguments {
   ReduceOp op = ReduceOp::kSum;   // when the operation reduces
   int root = -1;                  // when the operation is rooted
   // The uneven collectives: the split sizes every rank passes alike.
-  std::vector<int64_t> splits;
+  Counts splits;
   // all_to_all_single: what this rank sends to / expects from each rank.
-  std::vector<int64_t> sendSplits;
-  std::vector<int64_t> recvSplits;
+  Counts sendSplits;
+  Counts recvSplits;
   // A broadcast of at most kPayloadBytes: the data, read at the root and
   // written elsewhere. It travels with the records, so the call needs no
   // other round. Null: no payload.

@@ -52,11 +52,7 @@ BlockList equalBlocksOf(TensorRef t, int64_t each, int n) {
   return out;
 }
 
-std::vector<int64_t> equalCounts(int64_t each, int n) {
-  return std::vector<int64_t>(static_cast<size_t>(n), each);
-}
-
-BlockList blocksOf(TensorRef t, const std::vector<int64_t>& counts) {
+BlockList blocksOf(TensorRef t, std::span<const int64_t> counts) {
   BlockList out;
   size_t es = dtypeSize(t.dtype);
   auto* p = static_cast<uint8_t*>(t.data);
@@ -367,7 +363,7 @@ WorkPtr ProcessGroup::allGatherIntoTensorUneven(TensorRef output, TensorRef inpu
   call.unevenShare(input, "input", output, "output", counts, "output_split_sizes");
   auto blocks = blocksOf(output, counts);
   CallArguments args = call.arguments(input.dtype, static_cast<uint64_t>(output.numel), o);
-  args.splits = counts;
+  args.splits = Counts(counts);
   return impl_->runCollective(
       call.name(),
       call.signature(input.dtype, static_cast<uint64_t>(output.numel), digest(counts)),
@@ -420,7 +416,7 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
   call.reduceOp(o.op, output.dtype);
   std::vector<size_t> sizes(counts.begin(), counts.end());
   CallArguments args = call.arguments(output.dtype, static_cast<uint64_t>(input.numel), o);
-  args.splits = counts;
+  args.splits = Counts(counts);
   return impl_->runCollective(
       call.name(),
       call.signature(output.dtype, static_cast<uint64_t>(input.numel), digest(counts), o.op),
@@ -495,13 +491,13 @@ WorkPtr ProcessGroup::allToAllSingle(TensorRef output, TensorRef input,
   auto split = [&](const std::vector<int64_t>& given, TensorRef t, const char* name) {
     if (!given.empty()) {
       call.counts(given, t.numel, name);
-      return given;
+      return Counts(given);
     }
     if (t.numel % size() != 0) {
       call.fail(std::string("without ") + name + ", the " + std::to_string(t.numel) +
                 " elements must divide evenly among " + std::to_string(size()) + " ranks");
     }
-    return equalCounts(t.numel / size(), size());
+    return Counts(static_cast<size_t>(size()), t.numel / size());
   };
   CallArguments args = call.arguments(input.dtype, 0, o);
   args.sendSplits = split(sendCounts, input, "input_split_sizes");

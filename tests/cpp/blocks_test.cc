@@ -1,9 +1,11 @@
-// Splitting buffers into blocks (collectives/blocks.h), and BlockList,
-// whose blocks move from the list itself to the heap past kInline.
+// Splitting buffers into blocks (collectives/blocks.h), and the inline
+// lists of a call (common/inline_list.h), whose elements move from the
+// list itself to the heap past kInline.
 #include "collectives/blocks.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <span>
 #include <utility>
@@ -52,6 +54,22 @@ TEST(BlockList, SizedListsStartEmptyAndAreWritable) {
     }
     for (size_t i = 0; i < n; ++i) list[i] = blockAt(i);
     expectBlocks(list, n);
+  }
+}
+
+TEST(InlineList, FilledAndCopiedFromASpanOnEitherSide) {
+  using Counts = InlineList<int64_t, 4>;
+  for (size_t n : {size_t{3}, size_t{4}, size_t{9}}) {
+    const Counts same(n, 7);
+    ASSERT_EQ(same.size(), n);
+    for (int64_t v : same) EXPECT_EQ(v, 7);
+    std::vector<int64_t> values(n);
+    std::iota(values.begin(), values.end(), int64_t{100});
+    const Counts copied{std::span<const int64_t>(values)};
+    ASSERT_EQ(copied.size(), n);
+    EXPECT_TRUE(std::equal(copied.begin(), copied.end(), values.begin()));
+    const std::span<const int64_t> view = copied;
+    EXPECT_EQ(view.data(), copied.data());
   }
 }
 
