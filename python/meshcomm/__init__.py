@@ -6,7 +6,7 @@ is re-exported here; ``__all__`` lists the public names. docs/python-api.md
 has an example of every function.
 
 Tensors are numpy arrays, torch CPU tensors, :class:`bfloat16` views, or
-any DLPack / buffer-protocol object; see :mod:`meshcomm._tensor`.
+any DLPack / buffer-protocol object; see :mod:`meshcomm._core.descriptors`.
 """
 
 from . import _errors
@@ -20,7 +20,7 @@ from ._errors import (
     DistTimeoutError,
 )
 from ._state import WORLD_COMM_GROUP
-from ._tensor import bfloat16
+from ._core.descriptors import bfloat16
 from .flight_recorder import dump_flight_recorder
 from .alltoall import all_to_all, all_to_all_single, all_to_all_v_c
 from .collectives import (

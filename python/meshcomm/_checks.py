@@ -3,12 +3,15 @@
 Every check runs before any communication. Messages name the function and
 the argument; the exception types are MindSpore's (TypeError for a wrong
 type and, as MindSpore does, for a bad ``op`` value or list length;
-ValueError for values the core cannot use).
+ValueError for values the core cannot use). The checks the torch backend
+makes too are :mod:`meshcomm._core.checks`'s, given these types.
 """
 
 import numpy as np
 
-from . import _meshcomm, _state, _tensor
+from . import _meshcomm, _state
+from ._core import descriptors as _tensor
+from ._core.checks import equal_rows as _equal_rows, per_rank, row_elements, rows, split_counts
 from .reduce_op import CODES as _OP_CODES
 
 _ndarray = np.ndarray
@@ -118,9 +121,7 @@ def tensor_list(objs, fn, name, same_shape=False):
 
 
 def list_length(objs, size, fn, name):
-    if not objs or len(objs) != size:
-        raise TypeError(f"{fn}: '{name}' must hold one tensor per rank of the group "
-                        f"({size}), got {len(objs)}")
+    per_rank(len(objs), size, fn, name, TypeError)
 
 
 def same_as(t, ref, fn, name, ref_name):
@@ -142,18 +143,8 @@ def group_rank(pg, global_rank, fn, name):
     return r
 
 
-def rows(shape):
-    """First-dimension rows of a tensor of this shape (1 for a scalar)."""
-    return shape[0] if shape else 1
-
-
 def equal_rows(total, n, fn, what, condition=""):
-    """Rows per rank when `total` rows split evenly among `n` ranks;
-    ValueError otherwise. `condition` opens the message ("without ...")."""
-    if total % n != 0:
-        raise ValueError(f"{fn}: {condition}the first dimension of {what} ({total}) must be "
-                         f"divisible by the group size ({n})")
-    return total // n
+    return _equal_rows(total, n, fn, what, ValueError, condition)
 
 
 def root_list(objs, like, pg, fn, name, writable):
@@ -165,28 +156,14 @@ def root_list(objs, like, pg, fn, name, writable):
     return [tensor(t, fn, f"{name}[{i}]", writable) for i, t in enumerate(objs)]
 
 
-def row_elements(shape):
-    """Elements per first-dimension row of a tensor of this shape."""
-    n = 1
-    for d in shape[1:]:
-        n *= d
-    return n
-
-
-def split_sizes(sizes, fn, name, size):
-    """Checks an optional list of per-rank row counts; returns a list or None."""
+def split_sizes(sizes, fn, name):
+    """The types of an optional list of per-rank row counts (their values
+    are :func:`meshcomm._core.checks.split_counts`'s); returns a list or None."""
     if sizes is None:
         return None
     if not isinstance(sizes, (list, tuple)):
         raise TypeError(f"{fn}: '{name}' must be a list or tuple of ints, got {type_name(sizes)}")
-    if len(sizes) == 0:
-        return None
     for s in sizes:
         if isinstance(s, bool) or not isinstance(s, int):
             raise TypeError(f"{fn}: '{name}' must hold ints, got {type_name(s)}")
-        if s < 0:
-            raise ValueError(f"{fn}: '{name}' must not hold negative sizes, got {s}")
-    if len(sizes) != size:
-        raise ValueError(f"{fn}: '{name}' must have one entry per rank of the group ({size}), "
-                         f"got {len(sizes)}")
-    return list(sizes)
+    return list(sizes) or None

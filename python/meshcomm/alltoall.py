@@ -7,7 +7,8 @@ See :mod:`meshcomm.collectives` for the conventions every communication
 function follows (groups, world ranks, sync/async, in-place mode, errors).
 """
 
-from . import _checks, _state, _tensor
+from . import _checks, _state
+from ._core import descriptors as _tensor
 from ._checks import async_flag, group_name, group_of, type_name
 from .handle import finish
 from .inplace import _enabled
@@ -84,18 +85,9 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     pg = _lookup(name)
     ins = [_ref(t, fn, f"input_tensor_list[{i}]") for i, t in enumerate(input_tensor_list)]
     outs = [_ref(t, fn, f"output_tensor_list[{i}]", True) for i, t in enumerate(outputs)]
-    _state.prune()
     work = pg.all_to_all([d for d, _ in outs], [d for d, _ in ins], 0, not async_op)
     h = finish(work, async_op, ([k for _, k in outs], [k for _, k in ins]))
     return h if inplace else (tuple(results), h)
-
-
-def _split_counts(sizes, shape, n, fn, what):
-    """Element counts per rank for `sizes` rows (None: equal blocks)."""
-    if sizes is None:
-        sizes = [_checks.equal_rows(_rows(shape), n, fn, what, "without split sizes, ")] * n
-    per_row = _checks.row_elements(shape)
-    return [s * per_row for s in sizes], sizes
 
 
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
@@ -141,28 +133,22 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     if inplace or not _is_shape(output):
         _checks.is_tensor(output, fn, "output")
     pg = group_of(group, async_op, fn)
-    n = pg.size
-    out_sizes = _checks.split_sizes(output_split_sizes, fn, "output_split_sizes", n)
-    in_sizes = _checks.split_sizes(input_split_sizes, fn, "input_split_sizes", n)
-    in_shape = _tensor.shape_of(input)
+    out_sizes = _checks.split_sizes(output_split_sizes, fn, "output_split_sizes")
+    in_sizes = _checks.split_sizes(input_split_sizes, fn, "input_split_sizes")
     out_shape = tuple(output) if _is_shape(output) else _tensor.shape_of(output)
-    send, in_sizes = _split_counts(in_sizes, in_shape, n, fn, "'input'")
-    recv, out_sizes = _split_counts(out_sizes, out_shape, n, fn, "'output'")
-    if sum(in_sizes) != _rows(in_shape):
-        raise ValueError(f"{fn}: 'input_split_sizes' add up to {sum(in_sizes)} rows but "
-                         f"'input' has {_rows(in_shape)}")
+    recv = _checks.split_counts(out_sizes, out_shape, pg.size, fn, "output_split_sizes",
+                                "'output'", ValueError, whole=inplace)
+    send = _checks.split_counts(in_sizes, _tensor.shape_of(input), pg.size, fn,
+                                "input_split_sizes", "'input'", ValueError)
     result = None
     if inplace:
-        if sum(out_sizes) != _rows(out_shape):
-            raise ValueError(f"{fn}: 'output_split_sizes' add up to {sum(out_sizes)} rows but "
-                             f"'output' has {_rows(out_shape)}")
         target = output
     else:
-        result = _tensor.empty_like(input, (sum(out_sizes),) + tuple(out_shape[1:]))
+        out_rows = sum(out_sizes) if out_sizes else _rows(out_shape)
+        result = _tensor.empty_like(input, (out_rows,) + tuple(out_shape[1:]))
         target = result
     in_desc, in_keep = _ref(input, fn, "input")
     out_desc, out_keep = _ref(target, fn, "output", True)
-    _state.prune()
     work = pg.all_to_all_single(out_desc, in_desc, recv, send, 0, not async_op)
     h = finish(work, async_op, (out_keep, in_keep))
     return h if inplace else (result, h)
@@ -225,7 +211,6 @@ def all_to_all_v_c(output, input, send_count_matrix, group=None, async_op=False)
     recv = [r * _checks.row_elements(out_shape) for r in recv_rows]
     (in_addr, _, in_dtype), in_keep = _ref(input, fn, "input")
     (out_addr, _, out_dtype), out_keep = _ref(output, fn, "output", True)
-    _state.prune()
     # Only the leading rows the matrix names take part.
     work = pg.all_to_all_single((out_addr, sum(recv), out_dtype), (in_addr, sum(send), in_dtype),
                                 recv, send, 0, not async_op)

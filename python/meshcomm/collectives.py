@@ -21,9 +21,11 @@ import warnings
 
 import numpy as np
 
-from . import _checks, _state, _tensor
+from . import _checks, _state
+from ._core import descriptors as _tensor
 from ._checks import async_flag, group_name, group_of, integer, reduce_op, rooted_group
-from .handle import CommHandle, finish, wait_sync
+from ._core.waiting import wait_sync
+from .handle import CommHandle, finish
 from .inplace import _enabled, require_inplace
 from .reduce_op import CODES as _OP_CODES, ReduceOp
 
@@ -138,7 +140,6 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     pg = group_of(group, async_op, fn)
     root = _checks.group_rank(pg, dst, fn, "dst")
     desc, keep = _ref(tensor, fn, "tensor", pg.rank == root)
-    _state.prune()
     return finish(pg.reduce(desc, code, root, 0, not async_op), async_op, keep)
 
 
@@ -172,7 +173,6 @@ def broadcast(tensor, src, group=None, async_op=False):
     _checks.is_tensor(tensor, fn, "tensor")
     pg, root = rooted_group(group, async_op, src, fn)
     desc, keep = _ref(tensor, fn, "tensor", pg.rank != root)
-    _state.prune()
     return finish(pg.broadcast(desc, root, 0, not async_op), async_op, keep)
 
 
@@ -200,7 +200,6 @@ def barrier(group=None, async_op=False, device_ids=None):
     if device_ids is not None:
         warnings.warn(f"{fn}: 'device_ids' is ignored (meshcomm runs on CPUs)", UserWarning,
                       stacklevel=2)
-    _state.prune()
     return finish(pg.barrier(0, not async_op), async_op, None)
 
 
@@ -247,7 +246,6 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     else:
         result = _tensor.empty_like(input, (block,) + tuple(shape[1:]))
         out_desc, out_keep = _ref(result, fn, "output", True)
-    _state.prune()
     work = pg.reduce_scatter_tensor(out_desc, in_desc, code, 0, not async_op)
     h = finish(work, async_op, (out_keep, in_keep))
     return h if inplace else (result, h)
@@ -290,21 +288,12 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None, op=Reduc
     _checks.is_tensor(output, fn, "output")
     _checks.is_tensor(input, fn, "input")
     pg = group_of(group, async_op, fn)
-    n = pg.size
-    sizes = _checks.split_sizes(input_split_sizes, fn, "input_split_sizes", n)
-    shape = _tensor.shape_of(input)
-    rows = _rows(shape)
-    if sizes is None:
-        sizes = [_checks.equal_rows(rows, n, fn, "'input'", "without 'input_split_sizes' ")] * n
-    if sum(sizes) != rows:
-        raise ValueError(f"{fn}: 'input_split_sizes' add up to {sum(sizes)} rows but 'input' "
-                         f"has {rows}")
-    per_row = _checks.row_elements(shape)
+    sizes = _checks.split_sizes(input_split_sizes, fn, "input_split_sizes")
+    counts = _checks.split_counts(sizes, _tensor.shape_of(input), pg.size, fn,
+                                  "input_split_sizes", "'input'", ValueError)
     out_desc, out_keep = _ref(output, fn, "output", True)
     in_desc, in_keep = _ref(input, fn, "input")
-    _state.prune()
-    work = pg.reduce_scatter_tensor_uneven(out_desc, in_desc, [s * per_row for s in sizes], code,
-                                           0, not async_op)
+    work = pg.reduce_scatter_tensor_uneven(out_desc, in_desc, counts, code, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -345,6 +334,5 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _checks.same_as(output, input_list[pg.rank], fn, "output", f"input_list[{pg.rank}]")
     out_desc, out_keep = _ref(output, fn, "output", True)
     refs = [_ref(t, fn, f"input_list[{i}]") for i, t in enumerate(input_list)]
-    _state.prune()
     work = pg.reduce_scatter(out_desc, [d for d, _ in refs], code, 0, not async_op)
     return finish(work, async_op, (out_keep, [k for _, k in refs]))

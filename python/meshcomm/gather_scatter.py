@@ -4,7 +4,8 @@ See :mod:`meshcomm.collectives` for the conventions every communication
 function follows (groups, world ranks, sync/async, in-place mode, errors).
 """
 
-from . import _checks, _state, _tensor
+from . import _checks
+from ._core import descriptors as _tensor
 from ._checks import group_of, rooted_group
 from .handle import finish
 from .inplace import _enabled, require_inplace
@@ -55,7 +56,6 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         shape = _tensor.shape_of(input_tensor)
         result = _tensor.empty_like(input_tensor, (pg.size * _rows(shape),) + tuple(shape[1:]))
         out_desc, out_keep = _ref(result, fn, "output_tensor", True)
-    _state.prune()
     work = pg.all_gather_into_tensor(out_desc, in_desc, 0, not async_op)
     h = finish(work, async_op, (out_keep, in_keep))
     return h if inplace else (result, h)
@@ -94,24 +94,19 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None, group=
     _checks.is_tensor(output, fn, "output")
     _checks.is_tensor(input, fn, "input")
     pg = group_of(group, async_op, fn)
-    sizes = _checks.split_sizes(output_split_sizes, fn, "output_split_sizes", pg.size)
+    sizes = _checks.split_sizes(output_split_sizes, fn, "output_split_sizes")
     out_desc, out_keep = _ref(output, fn, "output", True)
     in_desc, in_keep = _ref(input, fn, "input")
-    _state.prune()
     if sizes is None:
         work = pg.all_gather_into_tensor(out_desc, in_desc, 0, not async_op)
         return finish(work, async_op, (out_keep, in_keep))
+    counts = _checks.split_counts(sizes, _tensor.shape_of(output), pg.size, fn,
+                                  "output_split_sizes", "'output'", ValueError)
     in_rows = _rows(_tensor.shape_of(input))
-    out_shape = _tensor.shape_of(output)
     if sizes[pg.rank] != in_rows:
         raise ValueError(f"{fn}: 'output_split_sizes[{pg.rank}]' is {sizes[pg.rank]} but this "
                          f"rank's input has {in_rows} rows")
-    if sum(sizes) != _rows(out_shape):
-        raise ValueError(f"{fn}: 'output_split_sizes' add up to {sum(sizes)} rows but 'output' "
-                         f"has {_rows(out_shape)}")
-    per_row = _checks.row_elements(out_shape)
-    work = pg.all_gather_into_tensor_uneven(out_desc, in_desc, [s * per_row for s in sizes], 0,
-                                            not async_op)
+    work = pg.all_gather_into_tensor_uneven(out_desc, in_desc, counts, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
 
@@ -150,7 +145,6 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     _checks.same_as(tensor, tensor_list[pg.rank], fn, "tensor", f"tensor_list[{pg.rank}]")
     in_desc, in_keep = _ref(tensor, fn, "tensor")
     refs = [_ref(t, fn, f"tensor_list[{i}]", True) for i, t in enumerate(tensor_list)]
-    _state.prune()
     work = pg.all_gather([d for d, _ in refs], in_desc, 0, not async_op)
     return finish(work, async_op, (in_keep, [k for _, k in refs]))
 
@@ -188,7 +182,6 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None, async_op=
     pg, root = rooted_group(group, async_op, dst, fn)
     in_desc, in_keep = _ref(input_tensor, fn, "input_tensor")
     out_desc, out_keep = _ref(output_tensor, fn, "output_tensor", pg.rank == root)
-    _state.prune()
     work = pg.gather_into_tensor(out_desc, in_desc, root, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
@@ -230,7 +223,6 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
     if pg.rank == root:
         refs = _checks.root_list(gather_list, tensor, pg, fn, "gather_list", True)
     in_desc, in_keep = _ref(tensor, fn, "tensor")
-    _state.prune()
     work = pg.gather([d for d, _ in refs], in_desc, root, 0, not async_op)
     return finish(work, async_op, (in_keep, [k for _, k in refs]))
 
@@ -270,7 +262,6 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None, async_op=Fals
     pg, root = rooted_group(group, async_op, src, fn)
     out_desc, out_keep = _ref(output_tensor, fn, "output_tensor", True)
     in_desc, in_keep = _ref(input_tensor, fn, "input_tensor")
-    _state.prune()
     work = pg.scatter_tensor(out_desc, in_desc, root, 0, not async_op)
     return finish(work, async_op, (out_keep, in_keep))
 
@@ -313,6 +304,5 @@ def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
     if pg.rank == root:
         refs = _checks.root_list(scatter_list, tensor, pg, fn, "scatter_list", False)
     out_desc, out_keep = _ref(tensor, fn, "tensor", True)
-    _state.prune()
     work = pg.scatter(out_desc, [d for d, _ in refs], root, 0, not async_op)
     return finish(work, async_op, (out_keep, [k for _, k in refs]))

@@ -15,9 +15,9 @@ from datetime import timedelta
 
 from . import _meshcomm, _state
 from ._checks import type_name
+from ._core.waiting import configure_wait
 from ._errors import DistError
 from .group_options import GroupOptions
-from .handle import configure_wait
 from .store import TCPStore
 
 __all__ = [

@@ -14,32 +14,22 @@ rank, and the exception propagates. A synchronous call queued behind
 asynchronous ones is waited on here instead, in 50 ms slices with a signal
 check in between; Ctrl-C then ends only the wait, and the operation keeps
 running (its buffers parked) until it completes or fails on its own.
+
+The waiting and the parking are meshcomm._core.waiting's, shared with the
+torch backend's Works; this module adds MindSpore's handle and its types.
 """
 
-import os
 from datetime import timedelta
 
-from . import _meshcomm, _state
+from . import _state
+from ._core.waiting import Pending, wait_sync
+from ._core.waiting import configure_wait  # noqa: F401 - still importable from here
+
+_parked = _state._parked
 
 __all__ = ["CommHandle"]
 
 _MS = timedelta(milliseconds=1)
-
-def configure_wait(machine_size):
-    """Choose how long waits busy-poll before sleeping, as the native core
-    does for its own waits: ``MESHCOMM_SPIN_US`` when set, else 50 us when
-    each of the job's ``machine_size`` processes on this machine (the
-    ``World``'s count, emulated hosts of one machine included) has two
-    cores to itself (its waiting thread and its group's executor), else 0.
-    Polling on a shared core only delays the thread that would complete the
-    operation.
-    """
-    spin = os.environ.get("MESHCOMM_SPIN_US")
-    if spin is not None and spin.strip().lstrip("-").isdigit():
-        us = max(0, int(spin))
-    else:
-        us = 50 if 2 * machine_size <= (os.cpu_count() or 1) else 0
-    _meshcomm.set_wait_spin_us(us)
 
 
 class CommHandle:
@@ -58,11 +48,11 @@ class CommHandle:
         2.0
     """
 
-    __slots__ = ("_work", "_keep", "__weakref__")
+    __slots__ = ("_op", "__weakref__")
 
     def __init__(self, work=None, keep=None):
-        self._work = work
-        self._keep = keep
+        # meshcomm._core.waiting.Pending: the operation and its memory.
+        self._op = None if work is None else Pending((work,), keep)
 
     def wait(self, timeout=None):
         """Wait until the operation completes on this rank.
@@ -87,61 +77,36 @@ class CommHandle:
                 raise TypeError("CommHandle.wait: 'timeout' must be a datetime.timedelta or "
                                 f"None, got {type(timeout).__name__}")
             timeout_ms = max(0, -(-timeout // _MS))
-        work = self._work
-        if work is None:
-            return True
-        try:
-            done = work.wait(timeout_ms)
-        except BaseException:
-            if work.is_completed():
-                self._keep = None
-            raise
-        if done:
-            self._keep = None
-        return done
+        return self._op is None or self._op.settle(timeout_ms)
 
     def is_completed(self):
         """bool: whether the operation has finished (successfully or not)."""
-        return self._work is None or self._work.is_completed()
+        return self._op is None or self._op.ended()
 
     def exception(self):
         """The error that ended the operation, or ``None`` (also while it runs)."""
-        if self._work is None or not self._work.is_completed():
-            return None
-        try:
-            self._work.rethrow()
-        except Exception as e:  # returned, not raised
-            return e
-        return None
+        return None if self._op is None else self._op.exception()
 
     def __repr__(self):
-        if self._work is None:
+        if self._op is None:
             return "CommHandle(completed)"
-        state = "completed" if self._work.is_completed() else "running"
-        return f"CommHandle({self._work.description}, {state})"
+        state = "completed" if self._op.ended() else "running"
+        return f"CommHandle({self._op.natives[0].description}, {state})"
 
     def __del__(self):
-        work, keep = self._work, self._keep
         try:
-            if work is not None and keep is not None and not work.is_completed():
-                _state.park(work, keep)
+            if self._op is not None:
+                self._op.park()
         except Exception:  # interpreter shutdown: modules may be gone already
             pass
 
 
 def finish(work, async_op, keep):
-    """The return value of an in-place call: a handle, or None after waiting."""
+    """The return value of an in-place call: a handle, or None after waiting.
+    Memory parked for operations that have ended since is released here."""
+    if _parked:
+        _state.prune()
     if async_op:
         return CommHandle(work, keep)
     wait_sync(work, keep)
     return None
-
-
-def wait_sync(work, keep):
-    """Wait for a synchronous call's operation, parking `keep` if interrupted."""
-    try:
-        work.wait()
-    except BaseException:
-        if not work.is_completed():
-            _state.park(work, keep)
-        raise

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _checks, _state
 from ._checks import group_name, integer, type_name
-from .handle import wait_sync
+from ._core.waiting import wait_sync
 from .inplace import require_inplace
 
 __all__ = ["all_gather_object", "broadcast_object_list", "gather_object",

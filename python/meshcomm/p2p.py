@@ -6,9 +6,11 @@ matches the send from the same peer with the same tag, in the order both
 were issued; shapes and dtypes must agree.
 """
 
-from . import _checks, _state, _tensor
+from . import _checks, _state
 from ._checks import group_name, integer, type_name
-from .handle import CommHandle, finish, wait_sync
+from ._core import descriptors as _tensor
+from ._core.waiting import wait_sync
+from .handle import CommHandle, finish
 from .inplace import _enabled, require_inplace
 
 __all__ = ["send", "recv", "isend", "irecv", "P2POp", "batch_isend_irecv"]
@@ -20,22 +22,14 @@ def _peer(pg, rank, fn, name):
     return _checks.group_rank(pg, rank, fn, name)
 
 
-def _check_not_self(dst, fn):
-    # Sending to oneself would wait forever for a receive never posted.
-    if dst == _state.world().rank:
-        raise ValueError(f"{fn}: 'dst' ({dst}) is this process's own rank")
-
-
 def _send(fn, tensor, dst, group, tag, async_op):
     _checks.is_tensor(tensor, fn, "tensor")
     integer(dst, fn, "dst")
     name = group_name(group, fn)
     integer(tag, fn, "tag")
-    _check_not_self(dst, fn)
-    pg = _state.lookup(name)
+    pg = _state.lookup(name)  # the native core refuses dst = this rank (ValueError)
     peer = _peer(pg, dst, fn, "dst")
     desc, keep = _ref(tensor, fn, "tensor")
-    _state.prune()
     return finish(pg.send(desc, peer, tag, 0, not async_op), async_op, keep)
 
 

@@ -5,7 +5,7 @@
 // of operations from it.
 //
 // Tensors cross the boundary as raw descriptors, (address, numel, dtype)
-// tuples with dtype the meshcomm::DType value; meshcomm/_tensor.py makes
+// tuples with dtype the meshcomm::DType value; meshcomm/_core/descriptors.py makes
 // them from numpy arrays, torch tensors and buffers and keeps those alive
 // until the operation completes. A buffer-protocol object (a numpy array)
 // is accepted in place of a descriptor, which saves the hot paths a call.
@@ -143,7 +143,7 @@ TensorRef fromDesc(const Desc& d) {
   return TensorRef{reinterpret_cast<void*>(address), numel, static_cast<DType>(dtype)};
 }
 
-// A tensor argument: a descriptor tuple (what meshcomm/_tensor.py makes),
+// A tensor argument: a descriptor tuple (what meshcomm/_core/descriptors.py makes),
 // or, on the hot paths, a buffer-protocol object such as a numpy array,
 // described here to save a call. Throws TypeError/ValueError for
 // something else; `writable` applies to buffer objects (descriptors were

@@ -55,7 +55,8 @@ def _check_installed_job(installed, out):
 def test_wheel_holds_the_package_its_core_and_entry_points(installed):
     names = zipfile.ZipFile(installed.wheel).namelist()
     version = installed.wheel.name.split("-")[1]
-    for needed in ("meshcomm/__init__.py", "meshcomm/torch/__init__.py", "meshcomm/launch/__init__.py",
+    for needed in ("meshcomm/__init__.py", "meshcomm/_core/__init__.py", "meshcomm/torch/__init__.py",
+                   "meshcomm/launch/__init__.py",
                    "meshcomm/diagnose.py", "meshcomm/libmeshcomm.so.0", "_meshcomm_autoload.py",
                    f"meshcomm-{version}.data/scripts/meshcomm-bench"):
         assert needed in names, f"{needed} missing from {installed.wheel.name}"

@@ -27,7 +27,7 @@ SHM_OFF = os.environ.get("MESHCOMM_SHM") == "0"
 OP_TIMEOUT = timedelta(seconds=40)
 
 # numpy dtypes by meshcomm name (bfloat16 goes through meshcomm.bfloat16).
-NUMPY_DTYPES = {name: np.dtype(name) for name in meshcomm._tensor.DTYPES if name != "bfloat16"}
+NUMPY_DTYPES = {name: np.dtype(name) for name in meshcomm._core.descriptors.DTYPES if name != "bfloat16"}
 
 
 def init(rank, nprocs, port, timeout=OP_TIMEOUT, **kwargs):

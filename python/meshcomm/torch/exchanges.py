@@ -1,9 +1,14 @@
 """The backend's exchanges: all_to_all (list and single-tensor forms),
 gather and scatter, a part of ProcessGroupMeshcomm (process_group.py) that
-issues them as the rest of its calls are issued (issuing.py)."""
+issues them as the rest of its calls are issued (issuing.py).
+
+List lengths, dtypes and element counts are the native core's checks
+(its ValueError arrives as InvalidArgumentError); split sizes count rows,
+which only Python sees (meshcomm._core.checks)."""
 
 import torch.distributed as dist
 
+from .._core.checks import per_rank, split_counts
 from .tensors import InvalidArgumentError, Staging, check_tensor, desc
 from .tensors import as_is as _as_is, one as _one, timeout_ms as _timeout_ms
 
@@ -19,11 +24,6 @@ class Exchanges:
     def alltoall(self, output_tensors, input_tensors, opts=None):
         if opts is None:
             opts = dist.AllToAllOptions()
-        for lst, name in ((output_tensors, "output_tensor_list"),
-                          (input_tensors, "input_tensor_list")):
-            if len(lst) != self._size:
-                raise InvalidArgumentError(f"all_to_all: {name} has {len(lst)} tensors, "
-                                           f"expected one per rank ({self._size})")
         stage = Staging()
         srcs = [stage.read(i, "all_to_all") for i in input_tensors]
         dsts = [stage.write(o, "all_to_all") for o in output_tensors]
@@ -45,9 +45,6 @@ class Exchanges:
             # Not the hot path (equal blocks, nothing to stage).
             src = stage.read(input, what)
             dst = stage.write(output, what)
-            if dst.dtype != src.dtype:
-                raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from "
-                                           f"input dtype {src.dtype}")
             out_d, in_d = desc(dst), desc(src)
         recv = self._splits(dst, output_split_sizes, what, "output_split_sizes")
         send = self._splits(src, input_split_sizes, what, "input_split_sizes")
@@ -62,20 +59,9 @@ class Exchanges:
 
     def _splits(self, t, sizes, what, name):
         """Split sizes in rows of dim 0 -> element counts ([] = equal)."""
-        if not sizes:
-            if t.dim() == 0 or t.shape[0] % self._size:
-                raise InvalidArgumentError(
-                    f"{what}: without {name}, dim 0 of the tensor ({tuple(t.shape)}) must "
-                    f"divide evenly by the group size {self._size}")
-            return []
-        if len(sizes) != self._size:
-            raise InvalidArgumentError(f"{what}: {name} has {len(sizes)} entries, expected one "
-                                       f"per rank ({self._size})")
-        if any(s < 0 for s in sizes) or sum(sizes) != (t.shape[0] if t.dim() else 1):
-            raise InvalidArgumentError(f"{what}: {name} {list(sizes)} must be non-negative and "
-                                       f"sum to dim 0 of the tensor ({tuple(t.shape)})")
-        row = t.numel() // t.shape[0] if t.dim() and t.shape[0] else 0
-        return [int(s) * row for s in sizes]
+        counts = split_counts(sizes, tuple(t.shape), self._size, what, name, "the tensor",
+                              InvalidArgumentError)
+        return counts if sizes else []
 
     # ---- gather / scatter --------------------------------------------------
 
@@ -86,7 +72,7 @@ class Exchanges:
         root = opts.rootRank
         stage = Staging()
         src = stage.read(t, "gather")
-        outs = self._root_list(output_lists, t, root, "gather", "gather_list", "destination",
+        outs = self._root_list(output_lists, root, "gather", "gather_list", "destination",
                                stage.write)
         return self._start(opts, output_lists,
                            [(self._group().gather, ([desc(o) for o in outs], desc(src), root,
@@ -100,30 +86,27 @@ class Exchanges:
         root = opts.rootRank
         stage = Staging()
         dst = stage.write(t, "scatter")
-        ins = self._root_list(input_lists, t, root, "scatter", "scatter_list", "source",
+        ins = self._root_list(input_lists, root, "scatter", "scatter_list", "source",
                               stage.read)
         return self._start(opts, output_tensors,
                            [(self._group().scatter, (desc(dst), [desc(i) for i in ins], root,
                                                      _timeout_ms(opts)))],
                            stage.finisher(), (t, dst, input_lists, ins))
 
-    def _root_list(self, lists, like, root, what, name, role, stage):
+    def _root_list(self, lists, root, what, name, role, stage):
         """The root's list of per-rank tensors (torch's one-element list of
-        it), checked against `like` and staged; [] elsewhere, where none may
-        be given."""
+        it), staged; [] elsewhere, where none may be given."""
         if self._rank == root:
-            tensors = _one(lists, what)
-            self._check_list(tensors, like, what, name)
-            return [stage(x, what) for x in tensors]
+            return [stage(x, what) for x in _one(lists, what)]
         if lists and lists[0]:
             raise InvalidArgumentError(f"{what}: {name} must be given on the {role} rank "
                                        f"{root} only")
         return []
 
     def _check_list(self, lst, like, what, name):
-        if len(lst) != self._size:
-            raise InvalidArgumentError(f"{what}: {name} has {len(lst)} tensors, expected one per "
-                                       f"rank ({self._size})")
+        """For calls the native core sees only in parts (reductions built
+        here): one tensor per rank, each of like's dtype and size."""
+        per_rank(len(lst), self._size, what, name, InvalidArgumentError)
         for x in lst:
             check_tensor(x, what)
             if x.numel() != like.numel() or x.dtype != like.dtype:

@@ -16,8 +16,8 @@ Each lane has a thread that completes the futures of its Works
 import queue
 import threading
 
-from . import tensors as _t
-from .tensors import InvalidArgumentError
+from .._core.waiting import wait_sync
+from .tensors import InvalidArgumentError, InvalidTypeError
 from .work import DoneWork, PendingWork
 
 __all__ = ["Issuing"]
@@ -31,7 +31,7 @@ class Issuing:
 
     def _track(self, work):
         with self._pending_lock:
-            self._pending = [w for w in self._pending if not w._done and
+            self._pending = [w for w in self._pending if not w._op.done and
                              not w._native.is_completed()]
             self._pending.append(work)
         return work
@@ -64,37 +64,34 @@ class Issuing:
         `keep` (every buffer the calls use) returns at once; otherwise they
         run on this thread and a completed Work returns."""
         if opts.asyncOp:
-            natives = tuple(self._submit(method, *args) for method, args in calls)
+            natives = tuple(self._submit(method, args) for method, args in calls)
             return self._track(PendingWork(natives, result, keep, finish,
                                            self._completer("coll"), self._failed))
         for method, args in calls:
-            self._run(method, *args)
+            self._run(method, args, keep)
         if finish is not None:
             finish()
         return DoneWork(result)
 
     def _start_p2p(self, result, method, args, keep, finish=None):
         """Queues one send or receive on the p2p lane; returns its pending Work."""
-        native = self._issue(method, *args)
+        native = self._issue(method, args)
         return self._track(PendingWork((native,), result, keep, finish, self._completer("p2p"),
                                        self._failed))
 
-    def _run(self, method, *args):
-        """Runs one blocking submission; returns once the operation is done."""
+    def _run(self, method, args, keep):
+        """Runs one blocking submission; returns once the operation is done.
+        `keep`, the memory it uses, outlives an interrupted wait."""
         if self._gate is not None:
             self._gate.wait()
         try:
             work = method(*args, True)
         except (TypeError, ValueError) as e:
-            if isinstance(e, RuntimeError):
-                raise
-            if isinstance(e, TypeError):
-                raise _t.InvalidTypeError(str(e)) from None
-            raise InvalidArgumentError(str(e)) from None
+            raise _bad_input(e) from None
         except RuntimeError as e:
             raise self._failed(e) from None
         try:
-            work.wait()  # raises the operation's error; waits only if it was queued
+            wait_sync(work, keep)  # raises the operation's error; waits only if it was queued
         except RuntimeError as e:
             raise self._failed(e) from None
         return work
@@ -115,23 +112,28 @@ class Issuing:
                 pass
         return error
 
-    def _submit(self, method, *args):
+    def _submit(self, method, args):
         """Queues one call of the collective lane; returns its native Work."""
         if self._gate is not None:
             self._gate.wait()
-        return self._issue(method, *args)
+        return self._issue(method, args)
 
-    def _issue(self, method, *args):
+    def _issue(self, method, args):
         """Queues one call at once (the p2p lane, or a step of an operation
         issued in steps)."""
         try:
             return method(*args, False)
-        except TypeError as e:
-            raise _t.InvalidTypeError(str(e)) from None
-        except ValueError as e:
-            if isinstance(e, RuntimeError):
-                raise
-            raise InvalidArgumentError(str(e)) from None
+        except (TypeError, ValueError) as e:
+            raise _bad_input(e) from None
+
+
+def _bad_input(error):
+    """What a submission's bad input raises here: the native core's (or
+    the binding's) TypeError or ValueError as this backend's class."""
+    if isinstance(error, RuntimeError):  # already one of ours
+        return error
+    cls = InvalidTypeError if isinstance(error, TypeError) else InvalidArgumentError
+    return cls(str(error))
 
 
 def _complete_futures(q):

@@ -29,7 +29,8 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions
 
 from .. import _meshcomm
-from ..handle import configure_wait
+from .._core.checks import per_rank
+from .._core.waiting import configure_wait
 from . import sparse as _sparse
 from . import tensors as _t
 from .exchanges import Exchanges
@@ -251,10 +252,10 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
                 timeout = opts.timeout  # _timeout_ms(opts), inlined on the hottest call
                 timeout_ms = 0 if timeout == _UNSET else _ms(timeout)
                 if opts.asyncOp:
-                    native = self._submit(pg.all_reduce, d, code, timeout_ms)
+                    native = self._submit(pg.all_reduce, (d, code, timeout_ms))
                     return self._track(PendingWork((native,), tensors, (t,), None,
                                                    self._completer("coll"), self._failed))
-                self._run(pg.all_reduce, d, code, timeout_ms)
+                self._run(pg.all_reduce, (d, code, timeout_ms), t)
                 return DoneWork(tensors)
         t = _one(tensors, "all_reduce")
         if t.layout == torch.sparse_coo:
@@ -269,12 +270,12 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         op = _sparse.SparseAllreduce(t, _t.op_code(opts.reduceOp), self._size, _timeout_ms(opts))
         pg = self._group()
         if not opts.asyncOp:
-            self._run(*_flat(op.header_call(pg)))
+            self._run(*op.header_call(pg), (t, op))
             for call in op.data_calls(pg):
-                self._run(*_flat(call))
+                self._run(*call, (t, op))
             op.finish()
             return DoneWork(tensors)
-        header = self._submit(*_flat(op.header_call(pg)))
+        header = self._submit(*op.header_call(pg))
         gate = threading.Event()
         self._gate = gate
         later = _sparse.Later(header.description)
@@ -282,7 +283,7 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         def queue_entries():
             try:
                 header.wait(None)
-                later.natives = tuple(self._issue(*_flat(c)) for c in op.data_calls(pg))
+                later.natives = tuple(self._issue(*c) for c in op.data_calls(pg))
             except RuntimeError as e:
                 later.error = e
             finally:
@@ -294,27 +295,29 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         return self._track(PendingWork((header, later), tensors, (t, op), op.finish,
                                        self._completer("coll"), self._failed))
 
+    def _reduction(self, op, buf, what, native_call, gather_call):
+        """The call of a reduction whose result lands in `buf`: native_call(code)
+        when the core has the op (AVG: its SUM, divided here after), else
+        gather_call(stacked), every rank's data in one tensor, folded here
+        (bitwise ops). Returns (call, what runs after it or None, stacked)."""
+        code = native_op(op, buf.dtype, what)
+        if code is not None:
+            return native_call(code), None, None
+        opc = _t.op_code(op)
+        if opc == _AVG:
+            return native_call(_SUM), (lambda: buf.div_(self._size)), None
+        stacked = torch.empty((self._size,) + tuple(buf.shape), dtype=buf.dtype)
+        return gather_call(stacked), (lambda: _t.fold(opc, stacked, buf)), stacked
+
     def _allreduce(self, t, op, timeout_ms, what="all_reduce"):
         """The calls, finish and buffers of an all_reduce of t."""
         pg = self._group()
-        code = native_op(op, t.dtype, what)
         stage = Staging()
         buf = stage.update(t, what)
-        opc = _t.op_code(op)
-        if code is not None:
-            return [(pg.all_reduce, (desc(buf), code, timeout_ms))], stage.finisher(), (t, buf)
-        if opc == _AVG:
-            def finish():
-                buf.div_(self._size)
-                stage.finish()
-            return [(pg.all_reduce, (desc(buf), _SUM, timeout_ms))], finish, (t, buf)
-        stacked = torch.empty((self._size,) + tuple(buf.shape), dtype=buf.dtype)
-
-        def fold():
-            _t.fold(opc, stacked, buf)
-            stage.finish()
-        return ([(pg.all_gather_into_tensor, (desc(stacked), desc(buf), timeout_ms))], fold,
-                (t, buf, stacked))
+        call, after, stacked = self._reduction(
+            op, buf, what, lambda code: (pg.all_reduce, (desc(buf), code, timeout_ms)),
+            lambda st: (pg.all_gather_into_tensor, (desc(st), desc(buf), timeout_ms)))
+        return [call], _chain(after, stage.finisher()), (t, buf, stacked)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if opts is None:
@@ -365,7 +368,7 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         d = _as_is(t)
         if d is not None:  # the hot path: nothing to stage
             if not opts.asyncOp:
-                self._run(pg.broadcast, d, opts.rootRank, _timeout_ms(opts))
+                self._run(pg.broadcast, (d, opts.rootRank, _timeout_ms(opts)), t)
                 return DoneWork(tensors)
             return self._start(opts, tensors, [(pg.broadcast, (d, opts.rootRank,
                                                                _timeout_ms(opts)))], None, (t,))
@@ -382,33 +385,16 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
             opts = dist.ReduceOptions()
         pg = self._group()
         timeout_ms = _timeout_ms(opts)
-        code = native_op(opts.reduceOp, t.dtype, "reduce")
         root = opts.rootRank
-        is_root = self._rank == root
         stage = Staging()
         buf = stage.update(t, "reduce")
-        opc = _t.op_code(opts.reduceOp)
-        keep = (t, buf)
-        if code is not None:
-            calls = [(pg.reduce, (desc(buf), code, root, timeout_ms))]
-            finish = stage.finisher() if is_root else None
-        elif opc == _AVG:
-            calls = [(pg.reduce, (desc(buf), _SUM, root, timeout_ms))]
-
-            def finish():
-                buf.div_(self._size)
-                stage.finish()
-            finish = finish if is_root else None
-        else:
-            stacked = torch.empty((self._size,) + tuple(buf.shape), dtype=buf.dtype)
-            calls = [(pg.gather_into_tensor, (desc(stacked), desc(buf), root, timeout_ms))]
-            keep += (stacked,)
-
-            def finish():
-                _t.fold(opc, stacked, buf)
-                stage.finish()
-            finish = finish if is_root else None
-        return self._start(opts, tensors, calls, finish, keep)
+        call, after, stacked = self._reduction(
+            opts.reduceOp, buf, "reduce",
+            lambda code: (pg.reduce, (desc(buf), code, root, timeout_ms)),
+            lambda st: (pg.gather_into_tensor, (desc(st), desc(buf), root, timeout_ms)))
+        # Only the root's tensor receives the result.
+        finish = _chain(after, stage.finisher()) if self._rank == root else None
+        return self._start(opts, tensors, [call], finish, (t, buf, stacked))
 
     # ---- all_gather ------------------------------------------------------
 
@@ -417,7 +403,6 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         t = _one(input_tensors, "all_gather")
         if opts is None:
             opts = AllgatherOptions()
-        self._check_list(outputs, t, "all_gather", "output_tensor_list")
         stage = Staging()
         src = stage.read(t, "all_gather")
         outs = [stage.write(o, "all_gather") for o in outputs]
@@ -426,27 +411,22 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
                              ([desc(o) for o in outs], desc(src), _timeout_ms(opts)))],
                            stage.finisher(), (t, src, outputs, outs))
 
-    def _stage_blocks(self, stage, output, input, what, whole):
-        """Stages `output` and `input` of a call where `whole` ("output" or
-        "input") holds one block of the other per rank; checks that their
-        dtypes agree and the sizes fit. Returns (input, output) as staged."""
-        src = stage.read(input, what)
-        dst = stage.write(output, what)
-        if dst.dtype != src.dtype:
-            raise InvalidArgumentError(f"{what}: output dtype {dst.dtype} differs from input "
-                                       f"dtype {src.dtype}")
-        big, block, other = (dst, src, "input") if whole == "output" else (src, dst, "output")
-        if big.numel() != block.numel() * self._size:
-            raise InvalidArgumentError(f"{what}: {whole} has {big.numel()} elements, expected "
-                                       f"{self._size} x {block.numel()} (group size x {other})")
-        return src, dst
+    def _blocks_fit(self, whole, block, what, name):
+        """Descriptor `whole` (the `name`) holds one `block` per rank, of its
+        dtype. The native core checks that of every call; this is for calls
+        it sees in parts (several calls, or a reduction built here), which
+        must fail before the first part is sent."""
+        if whole[2] != block[2] or whole[1] != block[1] * self._size:
+            raise InvalidArgumentError(
+                f"{what}: the {name} must hold group size ({self._size}) x the other tensor's "
+                f"elements ({block[1]}) of one dtype, it has {whole[1]}")
 
-    def _all_gather_calls(self, stage, output, input, opts, what):
+    def _all_gather_calls(self, stage, output, input, opts, what, check=False):
         out_d, in_d = _as_is(output), _as_is(input)
-        if not (out_d is not None and in_d is not None and out_d[2] == in_d[2] and
-                out_d[1] == in_d[1] * self._size):
-            src, dst = self._stage_blocks(stage, output, input, what, whole="output")
-            out_d, in_d = desc(dst), desc(src)
+        if out_d is None or in_d is None:
+            out_d, in_d = desc(stage.write(output, what)), desc(stage.read(input, what))
+        if check:
+            self._blocks_fit(out_d, in_d, what, "output")
         return (self._group().all_gather_into_tensor, (out_d, in_d, _timeout_ms(opts)))
 
     def _all_gather_single(self, output, input, opts, what="all_gather_into_tensor"):
@@ -468,9 +448,7 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         what = "all_gather_coalesced"
         if opts is None:
             opts = AllgatherOptions()
-        if len(output_lists) != self._size:
-            raise InvalidArgumentError(f"{what}: output_tensor_lists has {len(output_lists)} "
-                                       f"lists, expected one per rank ({self._size})")
+        per_rank(len(output_lists), self._size, what, "output_tensor_lists", InvalidArgumentError)
         for t in input_list:
             check_tensor(t, what)
         for r, outputs in enumerate(output_lists):
@@ -508,8 +486,8 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         if opts is None:
             opts = AllgatherOptions()
         stage = Staging()
-        calls = [self._all_gather_calls(stage, o, i, opts, "all_gather_into_tensor_coalesced")
-                 for o, i in zip(outputs, inputs)]
+        calls = [self._all_gather_calls(stage, o, i, opts, "all_gather_into_tensor_coalesced",
+                                        len(outputs) > 1) for o, i in zip(outputs, inputs)]
         return self._start(opts, outputs, calls, stage.finisher(), (outputs, inputs, stage))
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
@@ -522,60 +500,44 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         inputs = _one(input_lists, "reduce_scatter")
         if opts is None:
             opts = dist.ReduceScatterOptions()
-        self._check_list(inputs, out, "reduce_scatter", "input_list")
         timeout_ms = _timeout_ms(opts)
-        code = native_op(opts.reduceOp, out.dtype, "reduce_scatter")
-        opc = _t.op_code(opts.reduceOp)
         stage = Staging()
         dst = stage.write(out, "reduce_scatter")
         srcs = [stage.read(i, "reduce_scatter") for i in inputs]
         pg = self._group()
-        keep = (out, dst, inputs, srcs)
-        if code is not None:
-            return self._start(opts, output_tensors,
-                               [(pg.reduce_scatter, (desc(dst), [desc(s) for s in srcs], code,
-                                                     timeout_ms))],
-                               stage.finisher(), keep)
-        if opc == _AVG:
-            def finish():
-                dst.div_(self._size)
-                stage.finish()
-            return self._start(opts, output_tensors,
-                               [(pg.reduce_scatter, (desc(dst), [desc(s) for s in srcs], _SUM,
-                                                     timeout_ms))],
-                               finish, keep)
-        got = [torch.empty_like(dst) for _ in range(self._size)]
+        call, after, stacked = self._reduction(
+            opts.reduceOp, dst, "reduce_scatter",
+            lambda code: (pg.reduce_scatter, (desc(dst), [desc(s) for s in srcs], code,
+                                              timeout_ms)),
+            lambda st: (pg.all_to_all, ([desc(g) for g in st], [desc(s) for s in srcs],
+                                        timeout_ms)))
+        if stacked is not None:  # built here of an all_to_all
+            self._check_list(inputs, out, "reduce_scatter", "input_list")
+        return self._start(opts, output_tensors, [call], _chain(after, stage.finisher()),
+                           (out, dst, inputs, srcs, stacked))
 
-        def fold():
-            _t.fold(opc, torch.stack(got), dst)
-            stage.finish()
-        return self._start(opts, output_tensors,
-                           [(pg.all_to_all, ([desc(g) for g in got], [desc(s) for s in srcs],
-                                             timeout_ms))],
-                           fold, keep + (got,))
-
-    def _reduce_scatter_calls(self, stage, output, input, opts, what):
-        """The call and finish of one reduce_scatter_tensor."""
+    def _reduce_scatter_calls(self, stage, output, input, opts, what, check):
+        """The call and finish of one reduce_scatter_tensor; `check`: the
+        sizes are checked here (a call of several)."""
         code = _FAST_OPS.get(hash(opts.reduceOp))
         pg = self._group()
-        if code is not None:
-            out_d, in_d = _as_is(output), _as_is(input)
-            if out_d is not None and in_d is not None and out_d[2] == in_d[2] and \
-                    in_d[1] == out_d[1] * self._size and out_d[2] not in _COMPLEX:
-                # The hot path: nothing to stage, an op the core has.
-                return (pg.reduce_scatter_tensor, (out_d, in_d, code, _timeout_ms(opts))), None
-        src, dst = self._stage_blocks(stage, output, input, what, whole="input")
-        code = native_op(opts.reduceOp, dst.dtype, what)
-        opc = _t.op_code(opts.reduceOp)
+        out_d, in_d = _as_is(output), _as_is(input)
+        if code is not None and out_d is not None and in_d is not None and \
+                out_d[2] not in _COMPLEX and not check:
+            # The hot path: nothing to stage, an op the core has.
+            return (pg.reduce_scatter_tensor, (out_d, in_d, code, _timeout_ms(opts))), None
+        dst = output
+        if out_d is None or in_d is None:
+            dst = stage.write(output, what)
+            out_d, in_d = desc(dst), desc(stage.read(input, what))
         timeout_ms = _timeout_ms(opts)
-        if code is not None:
-            return (pg.reduce_scatter_tensor, (desc(dst), desc(src), code, timeout_ms)), None
-        if opc == _AVG:
-            return ((pg.reduce_scatter_tensor, (desc(dst), desc(src), _SUM, timeout_ms)),
-                    lambda: dst.div_(self._size))
-        got = torch.empty((self._size, dst.numel()), dtype=dst.dtype)
-        return ((pg.all_to_all_single, (desc(got), desc(src), [], [], timeout_ms)),
-                lambda: _t.fold(opc, got, dst))
+        call, after, stacked = self._reduction(
+            opts.reduceOp, dst, what,
+            lambda code: (pg.reduce_scatter_tensor, (out_d, in_d, code, timeout_ms)),
+            lambda st: (pg.all_to_all_single, (desc(st), in_d, [], [], timeout_ms)))
+        if check or stacked is not None:
+            self._blocks_fit(in_d, out_d, what, "input")
+        return call, after
 
     def _reduce_scatter_coalesced(self, outputs, inputs, opts, what):
         if opts is None:
@@ -583,7 +545,7 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         stage = Staging()
         calls, folds = [], []
         for o, i in zip(outputs, inputs):
-            call, fold = self._reduce_scatter_calls(stage, o, i, opts, what)
+            call, fold = self._reduce_scatter_calls(stage, o, i, opts, what, len(outputs) > 1)
             calls.append(call)
             if fold is not None:
                 folds.append(fold)
@@ -650,9 +612,16 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
         return self._start_p2p(tensors, pg.recv_any_source, (desc(buf), tag, 0), (t, buf),
                                stage.finisher())
 
-def _flat(call):
-    method, args = call
-    return (method, *args)
+def _chain(*steps):
+    """One function running every step that is not None, or None."""
+    steps = [f for f in steps if f is not None]
+    if len(steps) < 2:
+        return steps[0] if steps else None
+
+    def run():
+        for f in steps:
+            f()
+    return run
 
 
 def create(options, _backend_options=None):

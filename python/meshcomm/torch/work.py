@@ -23,6 +23,10 @@ as long as C++ holds it (torch >= 2.0's PyWorkHolder).
 A failed operation's Work raises the error from ``wait()`` and
 ``get_future().wait()`` as the RuntimeError subclass meshcomm raised,
 message unchanged.
+
+Waiting, running the finisher once and holding the memory are
+:class:`meshcomm._core.waiting.Pending`'s, as under the MindSpore-style
+CommHandle; these classes add what torch asks of a Work.
 """
 
 import threading
@@ -31,6 +35,9 @@ from datetime import timedelta
 import torch
 from torch._C._distributed_c10d import Work as _TorchWork
 
+from .._core.waiting import Pending
+from .tensors import ms
+
 __all__ = ["DoneWork", "PendingWork"]
 
 
@@ -38,11 +45,7 @@ def _timeout_ms(timeout):
     """None (no limit of its own) for torch's default timeout of zero."""
     if timeout is None:
         return None
-    if isinstance(timeout, timedelta):
-        ms = int(timeout.total_seconds() * 1000)
-    else:
-        ms = int(timeout)
-    return ms if ms > 0 else None
+    return (ms(timeout) if isinstance(timeout, timedelta) else max(int(timeout), 0)) or None
 
 
 def _unwrap(fut):
@@ -95,74 +98,34 @@ class PendingWork(_TorchWork):
 
     def __init__(self, natives, result, keep, finish=None, complete_later=None, failed=None):
         super().__init__()
-        self._failed = failed
+        self._op = Pending(natives, keep, finish, failed)
         self._complete_later = complete_later
-        self._natives = natives
         self._native = natives[-1]  # ends last: the group runs them in order
         self._result = result
-        self._keep = keep
-        self._finish = finish
-        self._error = None
-        self._done = False
         self._lock = threading.Lock()
         self._future = None
         if finish is not None and complete_later is not None:
             # Staged outputs are copied back even if nobody waits.
             self.get_future()
 
-    def _settle(self, timeout_ms):
-        """Waits up to timeout_ms (None: the operations' own deadlines).
-        Returns whether it completed; raises its error."""
-        if not self._done:
-            try:
-                for native in self._natives:
-                    # Unbounded, the wait runs a still-queued operation on
-                    # this thread (as torch's own backends block in wait()).
-                    if not (native.wait(timeout_ms, True) if timeout_ms is None else
-                            native.wait(timeout_ms)):
-                        return False
-            except RuntimeError as e:
-                with self._lock:
-                    if not self._done:
-                        failed, self._failed = self._failed, None
-                        self._error = failed(e) if failed is not None else e
-                        self._done, self._keep = True, None
-            else:
-                with self._lock:
-                    if not self._done:
-                        finish, self._finish = self._finish, None
-                        try:
-                            if finish is not None:
-                                finish()
-                        except RuntimeError as e:
-                            self._error = e
-                        self._done, self._keep = True, None
-        if self._error is not None:
-            raise self._error
-        return True
-
     def wait(self, timeout=timedelta(0)):
         ms = _timeout_ms(timeout)
-        if not self._settle(ms):
+        # Unbounded, the wait runs a still-queued operation on this thread
+        # (as torch's own backends block in wait()).
+        if not self._op.settle(ms, run_here=True):
             raise RuntimeError(f"meshcomm: {self._native.description}: Timed out waiting {ms} ms "
                                "for it to complete (the operation keeps running; wait again or "
                                "destroy the process group)")
         return True
 
     def is_completed(self):
-        if not self._done and all(n.is_completed() for n in self._natives):
-            try:
-                self._settle(0)
-            except RuntimeError:
-                pass
-        return self._done
+        return self._op.ended()
 
     def is_success(self):
-        return self.is_completed() and self._error is None
+        return self._op.ended() and self._op.error is None
 
     def exception(self):
-        self.is_completed()
-        return self._error
+        return self._op.exception()
 
     def result(self):
         self.wait()
@@ -184,7 +147,7 @@ class PendingWork(_TorchWork):
         """Waits for the operation, then completes fut with its result or
         error (on the group's future thread)."""
         try:
-            self._settle(None)
+            self._op.settle(None, run_here=True)
         except Exception as e:  # noqa: BLE001 - every error goes to the future's waiters
             fut.set_exception(e)
         else:
@@ -196,7 +159,7 @@ class PendingWork(_TorchWork):
     def _source_rank(self):
         """For a completed receive, the group rank that sent its message
         (what ``torch.distributed.recv`` without ``src`` returns)."""
-        if not self.is_completed() or self._error is not None:
+        if not self.is_completed() or self._op.error is not None:
             raise RuntimeError(f"meshcomm: {self._native.description} has not completed "
                                "successfully, so it has no source rank")
         rank = self._native.source_rank

@@ -21,14 +21,18 @@ TypeError, as is anything that is not a tensor at all.
 
 The caller keeps every object returned as ``keep`` alive until the
 operation completes: the native core holds raw pointers only.
+
+The torch backend takes its tensors through :mod:`meshcomm._core.staging`, which
+uses this module's dtype table and torch check (:func:`torch_codes`,
+:func:`check_torch`) and stages what is not contiguous instead of refusing it.
 """
 
 import numpy as np
 
-from . import _meshcomm
+from .. import _meshcomm
 
 __all__ = ["bfloat16", "DTYPES", "is_tensor", "ref", "shape_of", "dtype_of",
-           "empty_like", "copy_of", "kind_of"]
+           "empty_like", "copy_of", "kind_of", "torch_codes", "check_torch"]
 
 #: Element types meshcomm moves and reduces, by name.
 DTYPES = tuple(_meshcomm.DTYPE_CODES)
@@ -98,10 +102,12 @@ def _is_torch(obj):
     return type(obj).__module__.startswith("torch")
 
 
-def _torch_codes():
+def torch_codes():
+    """torch dtype -> dtype code, for every dtype both know (torch is
+    imported on the first call, which only a torch tensor in hand makes)."""
     global _TORCH_CODES
     if _TORCH_CODES is None:
-        import torch  # only reached with a torch tensor in hand
+        import torch
         table = {}
         for name in DTYPES:
             dt = getattr(torch, name, None)  # torch.uint16 etc. are recent
@@ -111,19 +117,29 @@ def _torch_codes():
     return _TORCH_CODES
 
 
-def _torch_ref(t, writable):
+def check_torch(t, errors, what="", hint=""):
+    """The dtype code of torch tensor t, a CPU tensor with dense (strided)
+    layout of a dtype meshcomm moves; otherwise raises ``errors[0]`` (a
+    type problem) or ``errors[1]`` (a value problem), the front's classes,
+    with `what` ahead of the message and `hint` after the device's."""
     if t.device.type != "cpu":
-        raise ValueError(f"meshcomm moves CPU memory; the tensor is on {t.device}")
-    if str(t.layout) != "torch.strided":
-        raise ValueError(f"only dense (strided) tensors are supported, got {t.layout}")
+        raise errors[1](f"{what}meshcomm moves CPU tensors; this one is on {t.device}{hint}")
+    if t.layout != _torch_strided():
+        raise errors[1](f"{what}only dense (strided) tensors are supported, got {t.layout}")
+    code = torch_codes().get(t.dtype)
+    if code is None:
+        raise errors[0](f"{what}tensors of dtype {t.dtype} are not supported by meshcomm "
+                        "(supported: " + ", ".join(str(d) for d in torch_codes()) + ")")
+    return code
+
+
+def _torch_ref(t, writable):
+    code = check_torch(t, (TypeError, ValueError))
     if not t.is_contiguous():
         raise ValueError("the tensor is not contiguous; pass tensor.contiguous()")
     if getattr(t, "is_conj", bool)() or getattr(t, "is_neg", bool)():
         raise ValueError("the tensor is a lazy conjugate/negative view; call "
                          "tensor.resolve_conj() / resolve_neg() first")
-    code = _torch_codes().get(t.dtype)
-    if code is None:
-        raise TypeError(f"unsupported tensor dtype {t.dtype}")
     return (t.data_ptr(), t.numel(), code), t
 
 
@@ -251,3 +267,8 @@ def copy_of(obj):
 def _torch_contiguous():
     import torch
     return torch.contiguous_format
+
+
+def _torch_strided():
+    import torch
+    return torch.strided
