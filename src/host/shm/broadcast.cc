@@ -12,7 +12,19 @@ namespace meshcomm::host::shm {
 // history; the root's own check against theirs happens in its next wait on
 // them (see ShmOp).
 void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
-  broadcast(op, data, bytes, root, op.chunkBytes());
+  // Where rounds are cheap (the slot is no wider than the chunk: the
+  // host's ranks have cores of their own, transport/shm/shm_setup.cc),
+  // rounds of an eighth of the buffer, from 64 KiB up to the chunk, so a
+  // reader starts copying out once the root has copied in the first one
+  // (2 ranks: 256 KiB 49 -> 38 us; 1 MiB, 4 and 16 MiB within 0.93-1.01x;
+  // docs/tuning.md). With more ranks than cores every round costs context
+  // switches (4 ranks on 2 cores, 1 MiB: 390 -> 586 us), so there a round
+  // stays a chunk.
+  constexpr size_t kMinRound = size_t{64} << 10;
+  const size_t round = op.slotBytes() > op.chunkBytes()
+                           ? op.chunkBytes()
+                           : std::clamp(bytes / 8, kMinRound, op.chunkBytes());
+  broadcast(op, data, bytes, root, round);
 }
 
 void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes) {
