@@ -324,11 +324,7 @@ bool agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, std::span<con
           }
           if (bytes > room) return;
         }
-        const Block& selfSend = sends[static_cast<size_t>(me)];
-        const Block& selfRecv = recvs[static_cast<size_t>(me)];
-        if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
-          std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
-        }
+        copyOwnBlock(sends, recvs, me);
         for (int from = 0; from < comm.size(); ++from) {
           if (from == me) continue;
           const int64_t* record = records[static_cast<size_t>(from)];
@@ -369,11 +365,7 @@ void agreeAndExchangeByMessages(Comm& comm, const CallArguments& args,
     allToAll(comm, sends, recvs);
     return;
   }
-  const Block& selfSend = sends[static_cast<size_t>(me)];
-  const Block& selfRecv = recvs[static_cast<size_t>(me)];
-  if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
-    std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
-  }
+  copyOwnBlock(sends, recvs, me);
   for (int peer = 0; peer < comm.size(); ++peer) {
     const Block& b = recvs[static_cast<size_t>(peer)];
     if (peer != me) comm.recv(peer, 0, b.data, b.bytes);

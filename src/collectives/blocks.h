@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -15,6 +16,14 @@ struct Block {
   uint8_t* data = nullptr;
   size_t bytes = 0;
 };
+
+// An exchange's block from a rank to itself: copied, unless it already
+// lies in place.
+inline void copyOwnBlock(std::span<const Block> sends, std::span<const Block> recvs, int rank) {
+  const Block& send = sends[static_cast<size_t>(rank)];
+  const Block& recv = recvs[static_cast<size_t>(rank)];
+  if (send.data != recv.data && send.bytes > 0) std::memmove(recv.data, send.data, send.bytes);
+}
 
 // The per-rank blocks of one call, inline up to 8 ranks.
 using BlockList = InlineList<Block, 8>;

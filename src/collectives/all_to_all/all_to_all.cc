@@ -31,11 +31,7 @@ void allToAll(Comm& comm, std::span<const Block> sends, std::span<const Block> r
   }
   const int p = comm.size();
   const int r = comm.rank();
-  const Block& selfSend = sends[static_cast<size_t>(r)];
-  const Block& selfRecv = recvs[static_cast<size_t>(r)];
-  if (selfSend.data != selfRecv.data && selfSend.bytes > 0) {
-    std::memmove(selfRecv.data, selfSend.data, selfSend.bytes);
-  }
+  copyOwnBlock(sends, recvs, r);
   size_t largest = 0;
   for (const Block& b : sends) largest = std::max(largest, b.bytes);
   const int window = largest >= kOneRoundFromBytes ? 1 : kWindow;
