@@ -4,6 +4,8 @@
 // type), and point-to-point through ShmTransport between two views.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -130,6 +132,61 @@ TEST_F(ShmDomainTest, AbortMessageIsTruncatedToTheLine) {
   EXPECT_EQ(catchError([&] { views.view(1).throwIfAborted(); }, &what), Caught::kTimeout);
   EXPECT_GT(what.size(), 500u);
   EXPECT_LT(what.size(), 2000u);
+}
+
+// ---- rounds in parts of the slot area ----------------------------------------------------
+
+// A writer whose rounds need nobody's data (a broadcast's root) runs up to
+// parts-1 rounds ahead of its reader, and never writes into a part the
+// reader has not finished: operations of 2, 8 and 16 parts in a row, the
+// reader pausing now and then, every byte of every round checked.
+TEST_F(ShmDomainTest, WriterRunsAheadByPartsButNeverOverUnreadRounds) {
+  TwoShmViews views;
+  const MessageSignature sig{2, 1, 0, 64, 0};
+  constexpr int kOps = 9;
+  constexpr size_t kRounds = 40;
+  const size_t partsOf[] = {2, 8, 16};
+  auto value = [](int op, size_t round, size_t i) { return static_cast<uint8_t>(op * 131 + round * 7 + i); };
+  std::atomic<size_t> roundsRead{0};
+  std::vector<size_t> maxLead(kOps, 0);
+  std::thread writer([&] {
+    size_t written = 0;
+    for (int o = 0; o < kOps; ++o) {
+      const size_t parts = partsOf[o % 3];
+      const OpContext ctx = opContext("shm_test_group", "writer", std::chrono::seconds(20));
+      ShmOp op(views.view(0), ctx, sig);
+      for (size_t k = 0; k < kRounds; ++k) {
+        uint8_t* part = op.begin(parts);
+        for (size_t i = 0; i < op.slotPartBytes(parts); ++i) part[i] = value(o, k, i);
+        op.publish();
+        ++written;
+        maxLead[o] = std::max(maxLead[o], written - roundsRead.load());
+      }
+    }
+  });
+  size_t wrong = 0;
+  for (int o = 0; o < kOps; ++o) {
+    const size_t parts = partsOf[o % 3];
+    const OpContext ctx = opContext("shm_test_group", "reader", std::chrono::seconds(20));
+    ShmOp op(views.view(1), ctx, sig);
+    for (size_t k = 0; k < kRounds; ++k) {
+      op.beginReading(parts);
+      op.publish();
+      op.wait(0);
+      if (k % 8 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const uint8_t* part = op.slot(0);
+      for (size_t i = 0; i < op.slotPartBytes(parts); ++i) wrong += part[i] != value(o, k, i);
+      roundsRead.fetch_add(1);
+    }
+  }
+  writer.join();
+  EXPECT_EQ(wrong, 0u) << "the writer overwrote rounds its reader had not read";
+  for (int o = 0; o < kOps; ++o) {
+    // A round is counted read only after the reader checked it, so the
+    // writer may be one past its part count here, never more.
+    EXPECT_LE(maxLead[o], partsOf[o % 3] + 1) << "operation " << o;
+  }
+  EXPECT_GT(maxLead[kOps - 1], 3u) << "a writer of 16 parts never ran ahead of its paused reader";
 }
 
 // ---- point-to-point through the rings --------------------------------------------------

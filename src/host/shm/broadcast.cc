@@ -42,16 +42,25 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes)
     copy(out, useInline ? op.inlineOf(root) : op.cell(root), bytes);
     return;
   }
-  const size_t piece = std::min(roundBytes, op.slotBytes());
+  // The root's rounds need nobody's data, so they take as many parts of
+  // its slot area as a round's bytes allow, and the root runs that many
+  // rounds ahead of the readers instead of one: it copies the whole buffer
+  // in while they copy out (2 ranks, 1 MiB: docs/tuning.md).
+  size_t parts = 2;
+  while (parts < ShmDomain::kSlotParts && op.slotPartBytes(parts * 2) >= roundBytes) parts *= 2;
+  const size_t piece = std::min(roundBytes, op.slotPartBytes(parts));
   const size_t rounds = roundsFor(bytes, piece);
   const bool stream = streamOutput(bytes);
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     const size_t n = std::min(piece, bytes - off);
-    uint8_t* mine = op.begin();
-    if (isRoot) copy(mine, out + off, n);
+    if (isRoot) {
+      copy(op.begin(parts), out + off, n);
+      op.publish();
+      continue;
+    }
+    op.beginReading(parts);
     op.publish();
-    if (isRoot) continue;
     op.wait(root);
     copyOut(out + off, op.slot(root), n, stream);
   }

@@ -248,10 +248,27 @@ pid_t ShmDomain::pidOf(int local) const {
   return Layout::members(layout_)[local].pid.load(std::memory_order_acquire);
 }
 
-uint8_t* ShmDomain::slot(int local, uint64_t round) const {
-  size_t perRank = 2 * roundUp(options_.slotBytes, kPage);
-  return segment_.data() + Layout::slotsOffset(localSize()) +
-         perRank * static_cast<size_t>(local) + (round & 1) * roundUp(options_.slotBytes, kPage);
+size_t ShmDomain::slotPartBytes(size_t parts) const {
+  return 2 * roundUp(options_.slotBytes, kPage) / parts;
+}
+
+uint8_t* ShmDomain::slotPart(int local, uint64_t round, size_t parts) const {
+  const size_t area = 2 * roundUp(options_.slotBytes, kPage);
+  return segment_.data() + Layout::slotsOffset(localSize()) + area * static_cast<size_t>(local) +
+         (round % parts) * slotPartBytes(parts);
+}
+
+uint8_t* ShmDomain::claimSlotPart(uint64_t round, size_t parts, const OpContext& ctx) {
+  MESHCOMM_CHECK(parts >= 2 && parts <= kSlotParts && kSlotParts % parts == 0,
+                 "a slot area splits into 2 to " << kSlotParts
+                                                  << " parts, a power of two; asked for " << parts);
+  const size_t span = kSlotParts / parts;
+  uint64_t* written = slotWrittenIn_ + (round % parts) * span;
+  uint64_t last = 0;
+  for (size_t i = 0; i < span; ++i) last = std::max(last, written[i]);
+  if (last > 0) awaitAllReached(last + 1, ctx);
+  std::fill(written, written + span, round);
+  return slotPart(options_.localRank, round, parts);
 }
 
 ShmDomain::Ring ShmDomain::ring(int fromLocal, int toLocal) const {
@@ -547,13 +564,17 @@ void ShmDomain::checkLiveness(const OpContext& ctx, const std::function<std::str
   }
 }
 
-uint8_t* ShmOp::begin() {
+uint8_t* ShmOp::begin(size_t parts) {
+  beginReading(parts);
+  return d_.claimSlotPart(d_.round_, parts, ctx_);
+}
+
+void ShmOp::beginReading(size_t parts) {
   start();
   uint64_t round = ++d_.round_;
-  // This round reuses the slot of round-2, which every rank has finished
-  // reading once it has published round-1.
-  if (round >= 2) d_.awaitAllReached(round - 1, ctx_);
-  return d_.slot(d_.localRank(), round);
+  parts_ = parts;
+  // The flag line of this round was last used kDepth rounds ago.
+  if (round >= ShmDomain::kDepth) d_.awaitAllReached(round - ShmDomain::kDepth + 1, ctx_);
 }
 
 uint8_t* ShmOp::beginCell() {

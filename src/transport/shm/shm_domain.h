@@ -84,6 +84,9 @@ class ShmDomain final : public HostDomain {
   static constexpr size_t kDepth = 64;
   // Each rank's small buffer per flag line, for payloads of small rounds.
   static constexpr size_t kCellBytes = 4096;
+  // A rank's slot area (its two slots) is tracked in this many equal
+  // parts: the most a round may split it into (ShmOp::begin).
+  static constexpr size_t kSlotParts = 16;
   struct FlagLine;
 
   // Bytes of the segment for `localSize` ranks with `slotBytes` slots and
@@ -184,7 +187,12 @@ class ShmDomain final : public HostDomain {
 
   uint64_t& roundCounter() { return round_; }
   FlagLine& flag(int local, uint64_t round) const;
-  uint8_t* slot(int local, uint64_t round) const;
+  // Part `round % parts` of a local rank's slot area.
+  uint8_t* slotPart(int local, uint64_t round, size_t parts) const;
+  size_t slotPartBytes(size_t parts) const;
+  // This rank's part for `round`, once every rank has read what this rank
+  // last wrote there.
+  uint8_t* claimSlotPart(uint64_t round, size_t parts, const OpContext& ctx);
   uint8_t* cell(int local, uint64_t round) const;
   uint8_t* inlineData(int local, uint64_t round) const;
   // Waits until every local rank has published `round` (or later).
@@ -239,6 +247,9 @@ class ShmDomain final : public HostDomain {
   uint64_t round_ = 0;        // the last round this rank started
   uint32_t history_ = 0;      // digest of the signatures of every operation begun
   uint64_t allReached_ = 0;   // every local rank is known to have published this round
+  // The round in which this rank last wrote each kSlotParts-th of its slot
+  // area (0: never). Every rank has read it once they all reach the next.
+  uint64_t slotWrittenIn_[kSlotParts] = {};
   // Until when waits sleep without yielding first: a yield found other
   // processes taking the core (see waitSlow).
   Deadline::Clock::time_point noYieldUntil_{};
@@ -272,10 +283,20 @@ class ShmOp {
   size_t chunkBytes() const { return d_.chunkBytes(); }
   const OpContext& context() const { return ctx_; }
 
-  // Starts the next round and returns this rank's slot for it (slotBytes()
-  // writable bytes). Waits, rarely, until every rank is done with the
-  // buffer's previous use.
-  uint8_t* begin();
+  // Starts the next round and returns this rank's slot for it: one of
+  // `parts` equal parts of its slot area (both buffers). The default, two,
+  // gives slotBytes() writable bytes; more parts give slotPartBytes(parts)
+  // each. A part comes back every `parts` rounds, so a rank whose rounds
+  // need nobody's data (a broadcast's root) runs up to parts-1 rounds
+  // ahead of its readers: its copying in overlaps theirs out. Waits only
+  // until every rank is done with what this rank last wrote there.
+  uint8_t* begin(size_t parts = 2);
+  // Starts the next round for a rank that writes nothing into its slot in
+  // it (it only reads the others'): no wait. `parts` as the writers' begin.
+  void beginReading(size_t parts = 2);
+  // Writable bytes of one of `parts` parts of the slot area (a power of two
+  // from 2 to ShmDomain::kSlotParts).
+  size_t slotPartBytes(size_t parts) const { return d_.slotPartBytes(parts); }
   // Starts the next round without a slot, returning this rank's cell for
   // it (ShmDomain::kCellBytes writable bytes; the inline area is there
   // too). Slots are double-buffered but cells and flag lines kDepth deep,
@@ -296,7 +317,7 @@ class ShmOp {
   // Waits for `local`'s data of this round / for every rank's.
   void wait(int local);
   void waitAll();
-  const uint8_t* slot(int local) const { return d_.slot(local, d_.round_); }
+  const uint8_t* slot(int local) const { return d_.slotPart(local, d_.round_, parts_); }
   const uint8_t* cell(int local) const { return d_.cell(local, d_.round_); }
   const uint8_t* inlineOf(int local) const { return d_.inlineData(local, d_.round_); }
 
@@ -315,6 +336,7 @@ class ShmOp {
   const OpContext& ctx_;
   MessageSignature sig_;
   uint32_t history_ = 0;  // the domain's history before this operation
+  size_t parts_ = 2;      // the slot area's parts in the current round
   bool begun_ = false;
   alignas(8) uint8_t staging_[ShmDomain::kInlineBytes];
   bool staged_ = false;
