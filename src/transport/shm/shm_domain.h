@@ -8,7 +8,9 @@
 // so no locks; and because a rank publishes round k+1 only after it has
 // read everything of round k, a writer may reuse the buffers of round k
 // once every flag shows k+1: no trailing barrier. A slot comes back every
-// second round, a cell and a flag line every kDepth rounds. The depth
+// second round (or, for rounds that split the two slots into more parts,
+// every `parts` rounds: ShmOp::begin), a cell and a flag line every kDepth
+// rounds. The depth
 // matters where some ranks wait for nobody (a broadcast's root, a reduce's
 // leaves): those run up to kDepth-1 small rounds ahead of their readers,
 // so a loop of them costs each rank its own work, not a rendezvous with
