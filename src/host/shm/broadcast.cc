@@ -14,15 +14,18 @@ namespace meshcomm::host::shm {
 void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
   // Where rounds are cheap (the slot is no wider than the chunk: the
   // host's ranks have cores of their own, transport/shm/shm_setup.cc),
-  // rounds of 64 KiB in as many parts of the slot area: the readers start
-  // copying out once the root has copied in the first 64 KiB, and the root
-  // copies on without waiting for them (2 ranks, against a round of a
-  // chunk in two parts: 1 MiB 158 -> 93 us, 16 MiB 1.9 -> 1.45 ms;
-  // docs/tuning.md). With more ranks than cores every round costs context
-  // switches (4 ranks on 2 cores, 1 MiB, rounds of 128 KiB: 390 -> 586
-  // us), so there a round stays a chunk.
-  constexpr size_t kRound = size_t{64} << 10;
-  const size_t round = op.slotBytes() > op.chunkBytes() ? op.chunkBytes() : kRound;
+  // rounds of a quarter of the buffer, from 16 up to 64 KiB, in as many
+  // parts of the slot area: the readers start copying out once the root
+  // has copied in the first round, and the root copies on without waiting
+  // for them (2 ranks, against a round of a chunk in two parts: 1 MiB 158
+  // -> 93 us, 16 MiB 1.9 -> 1.45 ms; 64 KiB in rounds of 16 KiB 0.86x the
+  // time of one round; docs/tuning.md). With more ranks than cores every
+  // round costs context switches (4 ranks on 2 cores, 1 MiB, rounds of
+  // 128 KiB: 390 -> 586 us), so there a round stays a chunk.
+  constexpr size_t kMinRound = size_t{16} << 10;
+  constexpr size_t kMaxRound = size_t{64} << 10;
+  const size_t round = op.slotBytes() > op.chunkBytes() ? op.chunkBytes()
+                                                        : std::clamp(bytes / 4, kMinRound, kMaxRound);
   broadcast(op, data, bytes, root, round);
 }
 
