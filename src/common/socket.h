@@ -48,6 +48,9 @@ Fd tryConnectTcp(const std::string& host, uint16_t port,
 void setNonBlocking(int fd);
 void setNoDelay(int fd);
 void setKeepAlive(int fd);
+// Asks the kernel for a send buffer of `bytes` (it doubles the figure for
+// its bookkeeping and stops autotuning the buffer); nothing if bytes <= 0.
+void setSendBuffer(int fd, int bytes);
 
 // Sends or receives exactly len bytes on a non-blocking socket, polling
 // until done, the peer closes, an error occurs, or the deadline passes.

@@ -164,6 +164,7 @@ void TcpTransport::ensureConnection(Pair& p) {
     if (options_.monitor) options_.monitor->check(during);
     throw PeerLost(during + " failed: " + why + " (the peer is gone or unreachable)");
   }
+  setSendBuffer(fd.get(), options_.sendBufferBytes);
   std::string payload = helloPayload(options_.rank, p.peer);
   wire::Header h;
   h.kind = static_cast<uint8_t>(wire::Kind::kHello);
@@ -451,6 +452,7 @@ void TcpTransport::acceptPending() {
       return;
     }
     setNoDelay(raw);
+    setSendBuffer(raw, options_.sendBufferBytes);
     PendingAccept a;
     a.fd = Fd(raw);
     accepting_.push_back(std::move(a));

@@ -43,6 +43,9 @@ struct TcpTransportOptions {
   std::shared_ptr<ReceiveMatcher> matcher;
   std::chrono::microseconds spin{50};  // busy-poll before blocking
   std::chrono::microseconds yield{0};  // then poll and yield the core before blocking
+  // SO_SNDBUF asked for each connection (setSendBuffer); 0: the kernel's
+  // autotuning.
+  int sendBufferBytes = 0;
   // Renders a signature for Mismatch messages ("all_reduce float32 ...").
   std::function<std::string(const MessageSignature&, uint64_t bytes)> describeSignature;
 };
