@@ -15,7 +15,6 @@ that names the interfaces it has.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import meshcomm
+from netns import why_no_namespaces
 
 PACKAGE_DIR = Path(meshcomm.__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 60.0
@@ -41,14 +41,6 @@ meshcomm.destroy_process_group()
 def _ip(*args, ns=None, check=True):
     cmd = (["ip", "netns", "exec", ns] if ns else []) + ["ip", *args]
     return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=30)
-
-
-def _why_not():
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    if shutil.which("ip") is None:
-        return "needs iproute2's ip"
-    return None
 
 
 class Namespaces:
@@ -106,7 +98,7 @@ def _env(rank, master_addr, port, host_id):
 
 @pytest.fixture
 def namespaces():
-    why = _why_not()
+    why = why_no_namespaces()
     if why:
         pytest.skip(why)
     with Namespaces() as n:

@@ -8,7 +8,6 @@ importable from it: torch 2.13.0 comes from the local wheel, numpy from the
 package index, as a user's `pip install meshcomm[torch]` would get them.
 """
 
-import faulthandler
 import os
 import shutil
 import subprocess
@@ -33,11 +32,10 @@ TEST_DEADLINE_S = 300.0
 NATIVE_CACHE = BUILD / "packaging-native-cache"
 
 
-@pytest.fixture(autouse=True)
-def _test_deadline():
-    faulthandler.dump_traceback_later(TEST_DEADLINE_S, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # what every suite shares (ports.py)
+from deadline import per_test_deadline  # noqa: E402
+
+_test_deadline = per_test_deadline(TEST_DEADLINE_S)
 
 
 def run(cmd, timeout, env=None, cwd=None, check=True):
@@ -121,7 +119,6 @@ def installed():
 
 # The one-node Slurm cluster of the launcher tests (tests/launchers).
 sys.path.insert(0, str(ROOT / "tests" / "launchers"))
-sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # what every suite shares (ports.py)
 from slurm_cluster import started_cluster  # noqa: E402
 
 slurm = pytest.fixture(scope="session", name="slurm")(started_cluster)

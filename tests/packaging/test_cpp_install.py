@@ -16,6 +16,7 @@ import pytest
 
 from conftest import BUILD, ROOT, run
 from ports import free_port
+from processes import collect
 
 EXAMPLE = ROOT / "examples" / "cpp" / "average_demo.cc"
 NPROCS = 2
@@ -46,18 +47,9 @@ def _run_job(binary, libdir):
                    MASTER_PORT=str(port), LD_LIBRARY_PATH=str(libdir))
         procs.append(subprocess.Popen([str(binary)], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=JOB_TIMEOUT_S)
-            outputs.append(out)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, out) in enumerate(zip(procs, outputs)):
-        assert p.returncode == 0, f"rank {rank} exited {p.returncode}:\n{out}"
+    codes, outputs = collect(procs, JOB_TIMEOUT_S)
+    for rank, (code, out) in enumerate(zip(codes, outputs)):
+        assert code == 0, f"rank {rank} exited {code}:\n{out}"
     assert "-> match" in outputs[0], outputs[0]
     # The binary resolved libmeshcomm from the installed prefix.
     linked = run(["ldd", binary], 60, env=dict(os.environ, LD_LIBRARY_PATH=str(libdir))).stdout

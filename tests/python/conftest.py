@@ -27,10 +27,9 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "helpers"))
 import ports  # noqa: E402
+from deadline import per_test_deadline  # noqa: E402
 
-# No test may run longer than this: past it the whole run stops with every
-# thread's traceback, rather than hanging CI. Tests bound their own waits far
-# more tightly; this is the backstop.
+# No test may run longer than this (deadline.py).
 TEST_DEADLINE_S = 180.0
 
 # After one worker fails, the others get this long to finish on their own
@@ -39,11 +38,7 @@ TEST_DEADLINE_S = 180.0
 FAILURE_GRACE_S = 3.0
 
 
-@pytest.fixture(autouse=True)
-def _test_deadline():
-    faulthandler.dump_traceback_later(TEST_DEADLINE_S, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
+_test_deadline = per_test_deadline(TEST_DEADLINE_S)
 
 
 @pytest.fixture

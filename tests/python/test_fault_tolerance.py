@@ -23,6 +23,7 @@ import pytest
 
 import meshcomm
 import mcutil
+from processes import collect
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "jobs", "survive_loss.py")
@@ -95,17 +96,8 @@ def test_kill_shrink_twice(transport, tmp_path, free_port):
             [sys.executable, JOB, "kill", str(tmp_path), str(free_port)],
             env=_env(job_id, MC_RANK=str(r), **extra),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    outputs = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=120)
-            outputs.append(out.decode(errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    codes = [p.returncode for p in procs]
+    codes, outs = collect(procs, 120)
+    outputs = [out.decode(errors="replace") for out in outs]
     assert codes == [0, 0, -9, -9], "\n".join(outputs)
     _check_survivors(str(tmp_path), [0, 1], [2, 3])
     assert _shm_entries(job_id) == []
@@ -479,7 +471,7 @@ def test_kill_shrink_twice_across_hosts(tmp_path, free_port):
                  "--master-addr", hosts.addresses[0], "--master-port", str(free_port),
                  "--on-worker-failure", "continue", JOB, "kill", str(tmp_path)],
                 env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        codes, outputs = mh.collect(procs, timeout=120)
+        codes, outputs = collect(procs, timeout=120)
     assert codes == [0, 128 + 9], "\n".join(outputs)
     _check_survivors(str(tmp_path), [0, 1], [2, 3])
 

@@ -10,7 +10,6 @@ also when it fails.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -19,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from mcutil import SHM_OFF
+from netns import why_no_namespaces
+from processes import collect
 
 ROOT = Path(__file__).resolve().parents[2]
 MESHRUN = ROOT / "tools" / "meshrun"
@@ -32,10 +33,9 @@ def _run(*cmd, check=True):
 
 
 def _can_make_namespaces():
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    if shutil.which("ip") is None:
-        return "needs iproute2's ip"
+    why = why_no_namespaces()
+    if why:
+        return why
     probe = f"mcprobe{uuid.uuid4().hex[:6]}"
     try:
         r = _run("ip", "netns", "add", probe, check=False)
@@ -118,22 +118,6 @@ def _launch(hosts, port, count):
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     return collect(procs, timeout=180)
-
-
-def collect(procs, timeout):
-    """Waits for every launcher (each at most `timeout` s), killing what is
-    left on the way out; returns their exit codes and outputs."""
-    outputs = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=timeout)
-            outputs.append(out)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return [p.returncode for p in procs], outputs
 
 
 @pytest.fixture(scope="module")
