@@ -40,33 +40,35 @@ void setPythonError(const std::exception_ptr& error) {
   setNamedError(name, message.c_str());
 }
 
+namespace {
+
+template <class E>
+bool isA(const std::exception& e) {
+  return dynamic_cast<const E*>(&e) != nullptr;
+}
+
+// The meshcomm._errors class of `e`, tested from the most derived class up
+// (Interrupted, an Aborted, raises DistAbortedError); nullptr for
+// InvalidArgument (Python's ValueError) and for what is not a meshcomm Error.
+const char* pythonClassOf(const std::exception& e) {
+  if (isA<InvalidArgument>(e)) return nullptr;
+  if (isA<Timeout>(e)) return "DistTimeoutError";
+  if (isA<PeerLost>(e)) return "DistPeerLostError";
+  if (isA<StoreError>(e)) return "DistStoreError";
+  if (isA<Mismatch>(e)) return "DistMismatchError";
+  if (isA<Aborted>(e)) return "DistAbortedError";
+  if (isA<Error>(e)) return "DistError";
+  return nullptr;
+}
+
+}  // namespace
+
 const char* errorClassName(const std::exception_ptr& p, std::string& message) {
   try {
     std::rethrow_exception(p);
-  } catch (const InvalidArgument& e) {
-    message = e.what();
-    return nullptr;
-  } catch (const Timeout& e) {
-    message = e.what();
-    return "DistTimeoutError";
-  } catch (const PeerLost& e) {
-    message = e.what();
-    return "DistPeerLostError";
-  } catch (const StoreError& e) {
-    message = e.what();
-    return "DistStoreError";
-  } catch (const Mismatch& e) {
-    message = e.what();
-    return "DistMismatchError";
-  } catch (const Aborted& e) {
-    message = e.what();
-    return "DistAbortedError";
-  } catch (const Error& e) {
-    message = e.what();
-    return "DistError";
   } catch (const std::exception& e) {
     message = e.what();
-    return nullptr;
+    return pythonClassOf(e);
   } catch (...) {
     message = "unknown error";
     return nullptr;
