@@ -8,6 +8,7 @@
 #include "collectives/all_reduce/variants.h"
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/ring_step.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -203,27 +204,18 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
     const int sendSeg = wrap(r, -s, p);
     const int recvSeg = wrap(r, -s - 1, p);
     const bool last = s == p - 2;
-    const auto base = static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks);
-    const std::vector<Chunk> out = chunksOf(counts[sendSeg], chunk);
-    for (size_t k = 0; k < out.size(); ++k) {
-      comm.send(right, base + static_cast<uint32_t>(k), sending + out[k].offset * es,
-                out[k].count * es);
-    }
     uint8_t* arrived = partial[s % 2];
-    const std::vector<Chunk> in = chunksOf(counts[recvSeg], chunk);
-    std::vector<RequestPtr> recvs;
-    for (size_t k = 0; k < in.size(); ++k) {
-      recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
-                                arrived + in[k].offset * es, in[k].count * es));
-    }
+    const RingStepReceives incoming = postRingStep(
+        comm, right, left, static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks), sending,
+        counts[sendSeg], arrived, counts[recvSeg], chunk, es);
     uint8_t* own = data + offs[recvSeg] * es;
-    for (size_t k = 0; k < in.size(); ++k) {
-      comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
-      const size_t o = in[k].offset * es;
+    for (size_t k = 0; k < incoming.chunks.size(); ++k) {
+      comm.wait(std::span<const RequestPtr>(&incoming.requests[k], 1));
+      const size_t o = incoming.chunks[k].offset * es;
       if (last) {
-        reduce::reduceInPlace(op, dtype, own + o, arrived + o, in[k].count);
+        reduce::reduceInPlace(op, dtype, own + o, arrived + o, incoming.chunks[k].count);
       } else {
-        reduce::reduceInPlace(op, dtype, arrived + o, own + o, in[k].count);
+        reduce::reduceInPlace(op, dtype, arrived + o, own + o, incoming.chunks[k].count);
       }
     }
     comm.waitAll();

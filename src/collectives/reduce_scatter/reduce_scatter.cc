@@ -20,6 +20,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/ring_step.h"
 #include "common/check.h"
 #include "reduce/reduce.h"
 
@@ -57,28 +58,19 @@ void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blo
     const int sendBlock = wrap(r, -s - 1, p);
     const int recvBlock = wrap(r, -s - 2, p);
     const bool last = s == p - 2;
-    const auto base = static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks);
-    const std::vector<Chunk> outChunks = chunksOf(blockCounts[sendBlock], chunk);
-    for (size_t k = 0; k < outChunks.size(); ++k) {
-      comm.send(right, base + static_cast<uint32_t>(k), sending + outChunks[k].offset * es,
-                outChunks[k].count * es);
-    }
-    const std::vector<Chunk> inChunks = chunksOf(blockCounts[recvBlock], chunk);
-    std::vector<RequestPtr> recvs;
-    for (size_t k = 0; k < inChunks.size(); ++k) {
-      recvs.push_back(comm.recv(left, base + static_cast<uint32_t>(k),
-                                recvBuf + inChunks[k].offset * es, inChunks[k].count * es));
-    }
+    const RingStepReceives incoming = postRingStep(
+        comm, right, left, static_cast<uint32_t>(static_cast<size_t>(s) * maxChunks), sending,
+        blockCounts[sendBlock], recvBuf, blockCounts[recvBlock], chunk, es);
     uint8_t* dst = last ? out : partial[s % 2];
-    for (size_t k = 0; k < inChunks.size(); ++k) {
-      comm.wait(std::span<const RequestPtr>(&recvs[k], 1));
-      const size_t o = inChunks[k].offset * es;
+    for (size_t k = 0; k < incoming.chunks.size(); ++k) {
+      comm.wait(std::span<const RequestPtr>(&incoming.requests[k], 1));
+      const size_t o = incoming.chunks[k].offset * es;
       const uint8_t* own = in + offs[recvBlock] * es + o;
       // In place (the output is this rank's block of the input): the
       // kernels accept an output only as their first input.
       const void* srcs[2] = {recvBuf + o, own};
       if (dst + o == own) std::swap(srcs[0], srcs[1]);
-      reduce::reduceInto(op, dtype, dst + o, srcs, 2, inChunks[k].count);
+      reduce::reduceInto(op, dtype, dst + o, srcs, 2, incoming.chunks[k].count);
     }
     comm.waitAll();
     sending = dst;
