@@ -240,26 +240,27 @@ class Call {
   const GroupImpl& g_;
 };
 
-// The list and tensor forms of gather differ only in how the root's
-// outputs are laid out, and those of scatter in how its inputs are: each
-// pair issues its blocks here.
-WorkPtr gatherBlocks(GroupImpl& group, const Call& call, TensorRef input, BlockList blocks,
-                     const OpOptions& o) {
+// gather and scatter, each in a list and a tensor form, differ only in
+// which way the data flows and in how the root's blocks are laid out: all
+// four check this rank's own block `own` (gather's input, scatter's
+// output) and the root, take the root's blocks of every rank from
+// `rootBlocks(call)` (none elsewhere) and issue the collective here.
+template <Operation kOp, class RootBlocks>
+WorkPtr rootedCall(GroupImpl& group, TensorRef own, const OpOptions& o, RootBlocks&& rootBlocks) {
+  constexpr bool kGathers = kOp == Operation::kGather || kOp == Operation::kGatherIntoTensor;
+  Call call(kOp, group);
+  call.tensor(own, kGathers ? "input" : "output");
+  call.root(o.root);
+  BlockList blocks = rootBlocks(call);
   return group.runCollective(
-      call.name(), call.signature(input.dtype, input.numel, o.root), call.algorithm(), o,
-      [input, blocks = std::move(blocks), o, args = call.arguments(input.dtype, input.numel, o)](Comm& c) {
+      call.name(), call.signature(own.dtype, own.numel, o.root), call.algorithm(), o,
+      [own, blocks = std::move(blocks), o, args = call.arguments(own.dtype, own.numel, o)](Comm& c) {
         collectives::agree(c, args);
-        collectives::gather(c, input.data, input.bytes(), blocks, o.root);
-      });
-}
-
-WorkPtr scatterBlocks(GroupImpl& group, const Call& call, TensorRef output, BlockList blocks,
-                      const OpOptions& o) {
-  return group.runCollective(
-      call.name(), call.signature(output.dtype, output.numel, o.root), call.algorithm(), o,
-      [output, blocks = std::move(blocks), o, args = call.arguments(output.dtype, output.numel, o)](Comm& c) {
-        collectives::agree(c, args);
-        collectives::scatter(c, blocks, output.data, output.bytes(), o.root);
+        if constexpr (kGathers) {
+          collectives::gather(c, own.data, own.bytes(), blocks, o.root);
+        } else {
+          collectives::scatter(c, blocks, own.data, own.bytes(), o.root);
+        }
       });
 }
 
@@ -428,38 +429,28 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
 
 WorkPtr ProcessGroup::gather(const std::vector<TensorRef>& outputs, TensorRef input,
                              const OpOptions& o) {
-  Call call(Operation::kGather, *impl_);
-  call.tensor(input, "input");
-  call.root(o.root);
-  return gatherBlocks(*impl_, call, input,
-                      call.rootList(outputs, input, o.root, "the gather list", "output", "input"), o);
+  return rootedCall<Operation::kGather>(*impl_, input, o, [&](const Call& call) {
+    return call.rootList(outputs, input, o.root, "the gather list", "output", "input");
+  });
 }
 
 WorkPtr ProcessGroup::gatherIntoTensor(TensorRef output, TensorRef input, const OpOptions& o) {
-  Call call(Operation::kGatherIntoTensor, *impl_);
-  call.tensor(input, "input");
-  call.root(o.root);
-  auto blocks = rank() == o.root ? call.equalBlocks(output, "output", input, "input")
-                                 : BlockList{};
-  return gatherBlocks(*impl_, call, input, std::move(blocks), o);
+  return rootedCall<Operation::kGatherIntoTensor>(*impl_, input, o, [&](const Call& call) {
+    return rank() == o.root ? call.equalBlocks(output, "output", input, "input") : BlockList{};
+  });
 }
 
 WorkPtr ProcessGroup::scatter(TensorRef output, const std::vector<TensorRef>& inputs,
                               const OpOptions& o) {
-  Call call(Operation::kScatter, *impl_);
-  call.tensor(output, "output");
-  call.root(o.root);
-  return scatterBlocks(*impl_, call, output,
-                       call.rootList(inputs, output, o.root, "the scatter list", "input", "output"), o);
+  return rootedCall<Operation::kScatter>(*impl_, output, o, [&](const Call& call) {
+    return call.rootList(inputs, output, o.root, "the scatter list", "input", "output");
+  });
 }
 
 WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpOptions& o) {
-  Call call(Operation::kScatterTensor, *impl_);
-  call.tensor(output, "output");
-  call.root(o.root);
-  auto blocks = rank() == o.root ? call.equalBlocks(input, "input", output, "output")
-                                 : BlockList{};
-  return scatterBlocks(*impl_, call, output, std::move(blocks), o);
+  return rootedCall<Operation::kScatterTensor>(*impl_, output, o, [&](const Call& call) {
+    return rank() == o.root ? call.equalBlocks(input, "input", output, "output") : BlockList{};
+  });
 }
 
 WorkPtr ProcessGroup::allToAll(const std::vector<TensorRef>& outputs,
