@@ -42,14 +42,12 @@ the op never removes them, so the ranks and the parent do.
 
 import argparse
 import contextlib
-import ctypes
 import datetime
 import glob
 import importlib.util
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -58,7 +56,7 @@ import torch
 import torch.distributed as dist
 
 import torch_bench
-from torch_bench import EXIT_RUNTIME, at_least, parse_size
+from torch_bench import EXIT_RUNTIME, at_least
 
 OP_NAME = "deepspeed_shm_comm"  # DeepSpeed's ShareMemCommBuilder.NAME
 COMM_SOURCES = ("shm.cpp", "shm.h", "shm_interface.cpp", "x86_64/shm.h")
@@ -179,16 +177,7 @@ def parse_args(argv):
     p.add_argument("op", choices=("all_reduce",))
     p.add_argument("-n", "--nranks", type=at_least(2), required=True)
     p.add_argument("--op-dir", required=True, help="where `build` put the op")
-    p.add_argument("-b", "--minbytes", type=parse_size, default=32 << 20)
-    p.add_argument("-e", "--maxbytes", type=parse_size, default=32 << 20)
-    p.add_argument("-f", "--stepfactor", type=at_least(2), default=2)
-    p.add_argument("--iters", type=at_least(1), default=0, help="0 or absent: adaptive")
-    p.add_argument("--warmup", type=at_least(0), default=5)
-    p.add_argument("--buffers", type=at_least(1), default=0, help="absent: automatic")
-    p.add_argument("--check", action="store_true", help="verify one operation per size")
-    p.add_argument("--csv", action="store_true", help="accepted; CSV is the only format")
-    p.add_argument("--timeout-ms", type=at_least(1), default=60000)
-    p.add_argument("--time-limit", type=at_least(1), default=900)
+    torch_bench.add_sweep_options(p)
     args = p.parse_args(argv)
     if args.minbytes > args.maxbytes:
         p.error("-b is larger than -e")
@@ -209,9 +198,7 @@ def segment_prefix(tag):
 
 
 def child(args, rank, store_dir, parent):
-    PR_SET_PDEATHSIG = 1  # a rank never outlives the parent that supervises it
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
+    if not torch_bench.tied_to(parent):
         return EXIT_RUNTIME
     n = args.nranks
     # MASTER_ADDR and MASTER_PORT only name the op's segments here; the
@@ -245,23 +232,9 @@ def main(argv):
         fail(f"{op_path(args.op_dir)} not found: run bench/peers/install_peers.sh deepspeed")
     store_dir = tempfile.mkdtemp(prefix="deepspeed_bench.")
     parent = os.getpid()
-    pids = []
-    sys.stdout.flush()
     try:
-        for rank in range(args.nranks):
-            pid = os.fork()
-            if pid == 0:
-                rc = EXIT_RUNTIME
-                try:
-                    rc = child(args, rank, store_dir, parent)
-                except Exception as e:  # report, then leave without the parent's cleanup
-                    print(f"deepspeed_bench: rank {rank}: {type(e).__name__}: {e}",
-                          file=sys.stderr, flush=True)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(rc)
-            pids.append(pid)
-        return torch_bench.supervise(args, pids)
+        return torch_bench.fork_ranks(args, "deepspeed_bench",
+                                      lambda rank: child(args, rank, store_dir, parent))
     finally:
         shutil.rmtree(store_dir, ignore_errors=True)
         for path in glob.glob(segment_prefix(parent) + "*"):  # ranks that did not finish

@@ -105,10 +105,9 @@ def at_least(lo):
     return parse
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("op", choices=OPS)
-    p.add_argument("-n", "--nranks", type=at_least(1), required=True)
+def add_sweep_options(p):
+    """The options of the sweep and its checks, which every torch-based
+    peer (this one, deepspeed_bench.py) takes alike."""
     p.add_argument("-b", "--minbytes", type=parse_size, default=32 << 20)
     p.add_argument("-e", "--maxbytes", type=parse_size, default=32 << 20)
     p.add_argument("-f", "--stepfactor", type=at_least(2), default=2)
@@ -119,6 +118,13 @@ def parse_args(argv):
     p.add_argument("--csv", action="store_true", help="accepted; CSV is the only format")
     p.add_argument("--timeout-ms", type=at_least(1), default=60000)
     p.add_argument("--time-limit", type=at_least(1), default=900)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("op", choices=OPS)
+    p.add_argument("-n", "--nranks", type=at_least(1), required=True)
+    add_sweep_options(p)
     p.add_argument("--backend", choices=("gloo", "meshcomm", "meshcomm-api", "meshcomm-op"),
                    default="gloo")
     p.add_argument("--async-op", action="store_true",
@@ -439,11 +445,16 @@ def enter_netns(name):
         os.close(fd)
 
 
-def child(args, rank, store_dir, parent, port):
-    # A rank never outlives the parent that supervises it.
+def tied_to(parent):
+    """Has this rank killed when `parent`, the process that supervises it,
+    dies: a rank never outlives it. False when it is already gone."""
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
+    return os.getppid() == parent
+
+
+def child(args, rank, store_dir, parent, port):
+    if not tied_to(parent):
         return EXIT_RUNTIME
     if args.netns:
         enter_netns(args.netns[rank])
@@ -471,6 +482,27 @@ def child(args, rank, store_dir, parent, port):
     if args.backend in ("meshcomm", "meshcomm-op"):
         dist.destroy_process_group()
     return rc
+
+
+def fork_ranks(args, tool, run_rank):
+    """Forks one process per rank, which calls run_rank(rank) and exits
+    with what it returns (EXIT_RUNTIME, saying why as `tool`, when it
+    raises), and supervises them. Returns the run's exit code."""
+    pids = []
+    sys.stdout.flush()
+    for rank in range(args.nranks):
+        pid = os.fork()
+        if pid == 0:
+            rc = EXIT_RUNTIME
+            try:
+                rc = run_rank(rank)
+            except Exception as e:  # report, then leave without the parent's cleanup
+                print(f"{tool}: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc)
+        pids.append(pid)
+    return supervise(args, pids)
 
 
 def supervise(args, pids):
@@ -522,23 +554,9 @@ def main(argv):
     with socket.socket() as sock:  # meshcomm-api's store port
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    pids = []
-    sys.stdout.flush()
     try:
-        for rank in range(args.nranks):
-            pid = os.fork()
-            if pid == 0:
-                rc = EXIT_RUNTIME
-                try:
-                    rc = child(args, rank, store_dir, parent, port)
-                except Exception as e:  # report, then leave without the parent's cleanup
-                    print(f"torch_bench: rank {rank}: {type(e).__name__}: {e}",
-                          file=sys.stderr, flush=True)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(rc)
-            pids.append(pid)
-        return supervise(args, pids)
+        return fork_ranks(args, "torch_bench",
+                          lambda rank: child(args, rank, store_dir, parent, port))
     finally:
         shutil.rmtree(store_dir, ignore_errors=True)
 
