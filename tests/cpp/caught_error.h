@@ -34,34 +34,26 @@ inline const char* caughtName(Caught c) {
 // So that EXPECT_EQ on a Caught prints its name.
 inline void PrintTo(Caught c, std::ostream* os) { *os << caughtName(c); }
 
+// Which error class `e` is, tested from the most derived class up
+// (Interrupted is an Aborted).
+inline Caught caughtKind(const std::exception& e) {
+  if (dynamic_cast<const Timeout*>(&e) != nullptr) return Caught::kTimeout;
+  if (dynamic_cast<const PeerLost*>(&e) != nullptr) return Caught::kPeerLost;
+  if (dynamic_cast<const Mismatch*>(&e) != nullptr) return Caught::kMismatch;
+  if (dynamic_cast<const Interrupted*>(&e) != nullptr) return Caught::kInterrupted;
+  if (dynamic_cast<const Aborted*>(&e) != nullptr) return Caught::kAborted;
+  if (dynamic_cast<const InvalidArgument*>(&e) != nullptr) return Caught::kInvalidArgument;
+  if (dynamic_cast<const Error*>(&e) != nullptr) return Caught::kOtherError;
+  return Caught::kOther;
+}
+
 inline Caught catchError(const std::function<void()>& f, std::string* what = nullptr) {
   try {
     f();
     return Caught::kNone;
-  } catch (const Timeout& e) {
-    if (what) *what = e.what();
-    return Caught::kTimeout;
-  } catch (const PeerLost& e) {
-    if (what) *what = e.what();
-    return Caught::kPeerLost;
-  } catch (const Mismatch& e) {
-    if (what) *what = e.what();
-    return Caught::kMismatch;
-  } catch (const Interrupted& e) {
-    if (what) *what = e.what();
-    return Caught::kInterrupted;
-  } catch (const Aborted& e) {
-    if (what) *what = e.what();
-    return Caught::kAborted;
-  } catch (const InvalidArgument& e) {
-    if (what) *what = e.what();
-    return Caught::kInvalidArgument;
-  } catch (const Error& e) {
-    if (what) *what = e.what();
-    return Caught::kOtherError;
   } catch (const std::exception& e) {
     if (what) *what = e.what();
-    return Caught::kOther;
+    return caughtKind(e);
   }
 }
 

@@ -6,26 +6,22 @@
 
 namespace meshcomm::test {
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
+// __has_feature where the compiler has it (clang, GCC 14), else false: GCC
+// before 14 cannot even parse it in an #if.
+#if defined(__has_feature)
+#define MESHCOMM_TEST_HAS_FEATURE(feature) __has_feature(feature)
 #else
-inline constexpr bool kAddressSanitizer = false;
+#define MESHCOMM_TEST_HAS_FEATURE(feature) 0
 #endif
+
+#if defined(__SANITIZE_ADDRESS__) || MESHCOMM_TEST_HAS_FEATURE(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
 #else
 inline constexpr bool kAddressSanitizer = false;
 #endif
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) || MESHCOMM_TEST_HAS_FEATURE(thread_sanitizer)
 inline constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
 #else
 inline constexpr bool kThreadSanitizer = false;
 #endif
