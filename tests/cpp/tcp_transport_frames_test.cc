@@ -51,6 +51,14 @@ class TcpTransportFrames : public TCPStoreTest {
         },
         what);
   }
+  // A 4-byte receive of tag 5 that must fail with `expected`; returns the
+  // error's message.
+  std::string failedReceive(Caught expected, std::chrono::milliseconds timeout = 10s) {
+    Bytes into(4);
+    std::string what;
+    EXPECT_EQ(receive(into, kSig, 5, timeout, &what), expected) << what;
+    return what;
+  }
 };
 
 // Every byte of the hello and of three frames (0, 1 and 1000 bytes) in a
@@ -187,15 +195,13 @@ TEST_F(TcpTransportFrames, BadMagicIsACorruptHeaderNamingThePeer) {
   wire::Header h = dataHeader(5, kSig, 4);
   h.magic = 0x12345678;
   ASSERT_TRUE(peer_.write(frameBytes(h, pattern(4, 0))));
-  Bytes into(4);
-  std::string what;
   // A plain Error: nothing about the peer's state can be concluded.
-  EXPECT_EQ(receive(into, kSig, 5, 10s, &what), Caught::kOtherError) << what;
-  EXPECT_NE(what.find("bad magic"), std::string::npos) << what;
-  EXPECT_NE(what.find(kPeerName), std::string::npos) << what;
+  const std::string what = failedReceive(Caught::kOtherError);
+  EXPECT_CONTAINS(what, "bad magic");
+  EXPECT_CONTAINS(what, kPeerName);
   // The transport is broken, and says so to every later call.
   EXPECT_NE(peer_.transport().brokenError(), nullptr);
-  EXPECT_EQ(receive(into), Caught::kOtherError);
+  failedReceive(Caught::kOtherError);
 }
 
 TEST_F(TcpTransportFrames, UnknownKindIsRefused) {
@@ -203,19 +209,13 @@ TEST_F(TcpTransportFrames, UnknownKindIsRefused) {
   wire::Header h = dataHeader(5, kSig, 0);
   h.kind = 7;
   ASSERT_TRUE(peer_.write(frameBytes(h, {})));
-  Bytes into(4);
-  std::string what;
-  EXPECT_EQ(receive(into, kSig, 5, 10s, &what), Caught::kOtherError) << what;
-  EXPECT_NE(what.find("unexpected message kind 7"), std::string::npos) << what;
+  EXPECT_CONTAINS(failedReceive(Caught::kOtherError), "unexpected message kind 7");
 }
 
 TEST_F(TcpTransportFrames, SecondHelloOnAConnectionIsRefused) {
   ASSERT_TRUE(peer_.dial());
   ASSERT_TRUE(peer_.write(helloFrame(kTestGroup, 0, 1)));
-  Bytes into(4);
-  std::string what;
-  EXPECT_EQ(receive(into, kSig, 5, 10s, &what), Caught::kOtherError) << what;
-  EXPECT_NE(what.find("unexpected message kind 1"), std::string::npos) << what;
+  EXPECT_CONTAINS(failedReceive(Caught::kOtherError), "unexpected message kind 1");
 }
 
 TEST_F(TcpTransportFrames, OversizedAbortIsRefusedBeforeItsPayload) {
@@ -224,10 +224,7 @@ TEST_F(TcpTransportFrames, OversizedAbortIsRefusedBeforeItsPayload) {
   h.kind = static_cast<uint8_t>(wire::Kind::kAbort);
   h.bytes = wire::kMaxAbortBytes + 1;  // no payload follows: it must not be awaited
   ASSERT_TRUE(peer_.write(frameBytes(h, {})));
-  Bytes into(4);
-  std::string what;
-  EXPECT_EQ(receive(into, kSig, 5, 10s, &what), Caught::kOtherError) << what;
-  EXPECT_NE(what.find("oversized abort message"), std::string::npos) << what;
+  EXPECT_CONTAINS(failedReceive(Caught::kOtherError), "oversized abort message");
 }
 
 // A hello for another group is dropped (its connection closed); a proper
@@ -275,12 +272,8 @@ class TcpTransportAbortFrame : public TcpTransportFrames,
 TEST_P(TcpTransportAbortFrame, RaisesTheExceptionItsReasonNames) {
   ASSERT_TRUE(peer_.dial());
   ASSERT_TRUE(peer_.write(abortFrame(GetParam().reason, "the peer's own account")));
-  Bytes into(4);
-  std::string what;
-  EXPECT_EQ(receive(into, kSig, 5, 10s, &what), GetParam().raises) << what;
-  EXPECT_NE(what.find(std::string(kPeerName) + " aborted the group: the peer's own account"),
-            std::string::npos)
-      << what;
+  EXPECT_CONTAINS(failedReceive(GetParam().raises),
+                  std::string(kPeerName) + " aborted the group: the peer's own account");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -298,8 +291,7 @@ TEST_F(TcpTransportFrames, EmptyAbortIsAnAbort) {
   wire::Header h;
   h.kind = static_cast<uint8_t>(wire::Kind::kAbort);
   ASSERT_TRUE(peer_.write(frameBytes(h, {})));
-  Bytes into(4);
-  EXPECT_EQ(receive(into), Caught::kAborted);
+  failedReceive(Caught::kAborted);
 }
 
 // A message whose signature differs from the receive's: Mismatch naming
@@ -310,12 +302,10 @@ TEST_F(TcpTransportFrames, SignatureMismatchNamesBothSidesAndTellsThePeer) {
   theirs.opcode = 9;
   theirs.opCount = 2000;
   ASSERT_TRUE(peer_.write(dataFrame(5, theirs, pattern(4, 0))));
-  Bytes into(4);
-  std::string what;
-  EXPECT_EQ(receive(into, kSig, 5, 10s, &what), Caught::kMismatch) << what;
-  EXPECT_NE(what.find(kPeerName), std::string::npos) << what;
-  EXPECT_NE(what.find("it sent [opcode 9, dtype 3, op 0, 2000 elements"), std::string::npos) << what;
-  EXPECT_NE(what.find("this rank expects [opcode 7, dtype 3, op 0, 1000 elements"), std::string::npos) << what;
+  const std::string what = failedReceive(Caught::kMismatch);
+  EXPECT_CONTAINS(what, kPeerName);
+  EXPECT_CONTAINS(what, "it sent [opcode 9, dtype 3, op 0, 2000 elements");
+  EXPECT_CONTAINS(what, "this rank expects [opcode 7, dtype 3, op 0, 1000 elements");
   auto told = peer_.readFrame(5s);
   ASSERT_TRUE(told.has_value());
   EXPECT_EQ(told->first.kind, static_cast<uint8_t>(wire::Kind::kAbort));
@@ -328,25 +318,21 @@ TEST_F(TcpTransportFrames, SignatureMismatchNamesBothSidesAndTellsThePeer) {
 TEST_F(TcpTransportFrames, SizeMismatchNamesBothSizes) {
   ASSERT_TRUE(peer_.dial());
   ASSERT_TRUE(peer_.write(dataFrame(5, kSig, pattern(6, 0))));
-  Bytes into(4);
-  std::string what;
-  EXPECT_EQ(receive(into, kSig, 5, 10s, &what), Caught::kMismatch) << what;
-  EXPECT_NE(what.find("6 bytes] where this rank expects"), std::string::npos) << what;
-  EXPECT_NE(what.find("4 bytes]"), std::string::npos) << what;
+  const std::string what = failedReceive(Caught::kMismatch);
+  EXPECT_CONTAINS(what, "6 bytes] where this rank expects");
+  EXPECT_CONTAINS(what, "4 bytes]");
 }
 
 // A peer that connected but never sends: Timeout at the deadline, naming it.
 TEST_F(TcpTransportFrames, WaitPastItsDeadlineTimesOutNamingThePeer) {
   ASSERT_TRUE(peer_.dial());
-  Bytes into(4);
-  std::string what;
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(receive(into, kSig, 5, 300ms, &what), Caught::kTimeout) << what;
+  const std::string what = failedReceive(Caught::kTimeout, 300ms);
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(took, 300ms);
   EXPECT_LT(took, 3s);
-  EXPECT_NE(what.find(std::string(kPeerName) + " to send"), std::string::npos) << what;
-  EXPECT_NE(what.find("test receive #0 on group tcp_test_group"), std::string::npos) << what;
+  EXPECT_CONTAINS(what, std::string(kPeerName) + " to send");
+  EXPECT_CONTAINS(what, "test receive #0 on group tcp_test_group");
 }
 
 }  // namespace
