@@ -86,8 +86,7 @@ TEST_P(AbortNotice, ACallIssuedAfterTheNoticeFailsWithAborted) {
   JobOptions o;
   o.bound = 90s;
   o.timeout = 30s;
-  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), abortWhileOthersAreInside);
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+  expectJobOk(GetParam(), o, abortWhileOthersAreInside);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, AbortNotice,

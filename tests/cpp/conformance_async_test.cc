@@ -110,8 +110,7 @@ class InFlight : public ::testing::TestWithParam<TransportCase> {
   void run(const RankBody& body) {
     JobOptions o;
     o.bound = 60s;
-    auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), body);
-    EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+    expectJobOk(GetParam(), o, body);
   }
 };
 

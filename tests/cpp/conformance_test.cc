@@ -153,8 +153,7 @@ class LargeAllReduce : public ::testing::TestWithParam<TransportCase> {};
 TEST_P(LargeAllReduce, SeveralPiecesAndAPartialOne) {
   JobOptions o;
   o.bound = 120s;
-  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+  expectJobOk(GetParam(), o, largeAllReduce);
 }
 
 // Slots of 12 KiB and pieces of an odd size: the host's sum takes hundreds
@@ -165,8 +164,7 @@ TEST_P(LargeAllReduce, OddSlotsAndPieces) {
   JobOptions o;
   o.bound = 120s;
   o.env = {{"MESHCOMM_SHM_SLOT_BYTES", "12288"}, {"MESHCOMM_HIER_PIECE_BYTES", "1048588"}};
-  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+  expectJobOk(GetParam(), o, largeAllReduce);
 }
 
 // Every rank on one core, so each host's ranks outnumber its cores: the
@@ -194,8 +192,7 @@ TEST_P(LargeAllReduce, MoreRanksThanCores) {
   ASSERT_TRUE(oneCore.pinned) << "sched_setaffinity failed";
   JobOptions o;
   o.bound = 120s;
-  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), largeAllReduce);
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+  expectJobOk(GetParam(), o, largeAllReduce);
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, LargeAllReduce,
@@ -207,8 +204,7 @@ class InPlace : public ::testing::TestWithParam<TransportCase> {};
 TEST_P(InPlace, ReduceScatterAndAllGatherOnOwnBlock) {
   JobOptions o;
   o.bound = 60s;
-  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), inPlaceOnOwnBlock);
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+  expectJobOk(GetParam(), o, inPlaceOnOwnBlock);
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, InPlace,

@@ -76,6 +76,13 @@ inline JobOptions withTransport(const TransportCase& c, JobOptions options = {})
   return options;
 }
 
+// Runs `body` on every rank of a job on `c`'s transport and expects every
+// rank to exit well.
+inline void expectJobOk(const TransportCase& c, const JobOptions& options, const RankBody& body) {
+  auto statuses = runWorld(c.p, withTransport(c, options), body);
+  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+}
+
 struct TransportCaseName {
   std::string operator()(const ::testing::TestParamInfo<TransportCase>& info) const {
     return info.param.name();
