@@ -69,6 +69,63 @@ def lib_key(lib):
     return (LIB_ORDER.index(lib) if lib in LIB_ORDER else len(LIB_ORDER), lib)
 
 
+def sources_and_times(paths, repeats):
+    """A report's opening words: the CSV files it reads and what its times
+    are, up to the sentence's first semicolon."""
+    sources = ", ".join(f"`{shown(os.path.abspath(c))}`" for c in paths)
+    timed = "the slowest rank's mean time per operation"
+    if repeats > 1:
+        timed = f"the median over up to {repeats} repeats of {timed}"
+    return f"Source: {sources}. time = {timed}"
+
+
+def print_failures(path, out):
+    """The section naming the benchmarks that failed (`path` lists them,
+    one a line), when there were any."""
+    if not path or not os.path.exists(path):
+        return
+    with open(path) as f:
+        failed = [line.strip() for line in f if line.strip()]
+    if failed:
+        print("\n## Failed benchmarks (rows missing)\n", file=out)
+        for line in failed:
+            print(f"- {line}", file=out)
+
+
+def table_columns(by_lib):
+    """The libraries of one table (lib -> {bytes: time_us}) in report order,
+    those meshcomm's ratios are taken against, and the sizes."""
+    libs = sorted(by_lib, key=lib_key)
+    others = [l for l in libs if l != REFERENCE] if REFERENCE in by_lib else []
+    sizes = sorted({b for t in by_lib.values() for b in t})
+    return libs, others, sizes
+
+
+def print_table_head(head, out):
+    """A markdown table's header row and its right-aligned separator."""
+    print("| " + " | ".join(head) + " |", file=out)
+    print("|" + "|".join("---:" for _ in head) + "|", file=out)
+
+
+def pyplot():
+    """matplotlib's pyplot drawing off-screen (Agg), imported only when a
+    report draws its plots."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_figure(fig, img_dir, name, dpi):
+    """Writes `fig` as img_dir/name, closes it and returns the path."""
+    fig.tight_layout()
+    os.makedirs(img_dir, exist_ok=True)
+    path = os.path.join(img_dir, name)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
+
+
 def load(paths):
     """The rows of every file, one per (lib, op, nranks, bytes) with the
     median time of its repeats and how many there were."""
@@ -170,9 +227,7 @@ def targets(grid, memcpy_gbps, out):
 
 def table(op, n, by_lib, out):
     """One markdown table for (op, n). by_lib: lib -> {bytes: time_us}."""
-    libs = sorted(by_lib, key=lib_key)
-    others = [l for l in libs if l != REFERENCE] if REFERENCE in by_lib else []
-    sizes = sorted({b for t in by_lib.values() for b in t})
+    libs, others, sizes = table_columns(by_lib)
     is_barrier = op == "barrier"
 
     print(f"\n### {op}, {n} ranks\n", file=out)
@@ -190,8 +245,7 @@ def table(op, n, by_lib, out):
         if not is_barrier:
             head.append(f"{lib} busbw(GB/s)")
     head += [f"meshcomm/{lib}" for lib in others]
-    print("| " + " | ".join(head) + " |", file=out)
-    print("|" + "|".join("---:" for _ in head) + "|", file=out)
+    print_table_head(head, out)
     for b in sizes:
         cells = [str(b)]
         for lib in libs:
@@ -217,9 +271,7 @@ def table(op, n, by_lib, out):
 
 def plot(op, series, memcpy_gbps, img_dir):
     """series: (lib, n) -> sorted [(bytes, time_us)]. Returns the PNG path."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     libs = sorted({lib for lib, _ in series}, key=lib_key)
     ranks = sorted({n for _, n in series})
@@ -259,12 +311,7 @@ def plot(op, series, memcpy_gbps, img_dir):
         ax.set_title(f"{op}: bus bandwidth (higher is better)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    os.makedirs(img_dir, exist_ok=True)
-    path = os.path.join(img_dir, f"compare_{op}.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, img_dir, f"compare_{op}.png", 110)
 
 
 def main(argv):
@@ -280,11 +327,7 @@ def main(argv):
     memcpy_gbps = None
     repeats = max((r["repeats"] for r in rows if r["op"] != "memcpy"), default=1)
     print("# meshcomm vs Open MPI, Gloo and torch.distributed (gloo)\n")
-    sources = ", ".join(f"`{shown(os.path.abspath(c))}`" for c in args.csv)
-    timed = "the slowest rank's mean time per operation"
-    if repeats > 1:
-        timed = f"the median over up to {repeats} repeats of {timed}"
-    print(f"Source: {sources}. time = {timed}; busbw from bytes and time with nccl-tests "
+    print(f"{sources_and_times(args.csv, repeats)}; busbw from bytes and time with nccl-tests "
           "factors (see `meshcomm-bench --help`).\n")
     if memcpy:
         r = memcpy[0]
@@ -313,13 +356,7 @@ def main(argv):
             if absent:
                 print(f"\nNo rows from: {', '.join(absent)} (unsupported, failed or not run).")
 
-    if args.failures and os.path.exists(args.failures):
-        with open(args.failures) as f:
-            failed = [line.strip() for line in f if line.strip()]
-        if failed:
-            print("\n## Failed benchmarks (rows missing)\n")
-            for line in failed:
-                print(f"- {line}")
+    print_failures(args.failures, sys.stdout)
 
     if not args.no_plots:
         print("\n## Plots\n")

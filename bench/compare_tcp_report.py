@@ -31,7 +31,9 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_report import OP_ORDER, REFERENCE, busbw, bus_factor, human, lib_key, shown, sig  # noqa: E402
+from compare_report import (OP_ORDER, REFERENCE, busbw, bus_factor, human, lib_key,  # noqa: E402
+                            print_failures, print_table_head, pyplot, save_figure, shown, sig,
+                            sources_and_times, table_columns)
 
 GLOO_PEERS = ("gloo", "gloo-ring", "gloo-hd", "torch-gloo")
 BEYOND = "beyond this machine"
@@ -218,9 +220,7 @@ def targets(grid, out, ceiling=None):
 
 
 def table(op, n, by_lib, out):
-    libs = sorted(by_lib, key=lib_key)
-    others = [l for l in libs if l != REFERENCE] if REFERENCE in by_lib else []
-    sizes = sorted({b for t in by_lib.values() for b in t})
+    libs, others, sizes = table_columns(by_lib)
     is_barrier = op == "barrier"
     print(f"\n#### {op}, {n} ranks\n", file=out)
     head = ["size"]
@@ -229,8 +229,7 @@ def table(op, n, by_lib, out):
         if not is_barrier:
             head += [f"{lib} algbw(GB/s)", f"{lib} busbw(GB/s)"]
     head += [f"meshcomm/{lib}" for lib in others]
-    print("| " + " | ".join(head) + " |", file=out)
-    print("|" + "|".join("---:" for _ in head) + "|", file=out)
+    print_table_head(head, out)
     for b in sizes:
         cells = [human(b) if not is_barrier else "-"]
         for lib in libs:
@@ -274,9 +273,7 @@ def shaped_table(grid, out):
 
 
 def plot_network(net, grid, img_dir):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     cells = {(op, n): by_lib for (nn, op, n), by_lib in grid.items() if nn == net}
     ops = sorted({op for op, _ in cells}, key=lambda o: OP_ORDER.index(o) if o in OP_ORDER else 99)
@@ -317,18 +314,11 @@ def plot_network(net, grid, img_dir):
     for ax in list(axes.flat)[len(ops):]:
         ax.axis("off")
     fig.suptitle(f"TCP: {describe_network(net)}")
-    fig.tight_layout()
-    os.makedirs(img_dir, exist_ok=True)
-    path = os.path.join(img_dir, f"compare_tcp_{net}.png")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, img_dir, f"compare_tcp_{net}.png", 100)
 
 
 def plot_shaped(grid, img_dir):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     nets = sorted({net for net, _, _ in grid if link_rate(net)}, key=network_key)
     if not nets:
@@ -355,12 +345,7 @@ def plot_shaped(grid, img_dir):
     ax.set_title("64 MiB all_reduce, 2 hosts x 2 ranks, veth shaped by tc tbf")
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    os.makedirs(img_dir, exist_ok=True)
-    path = os.path.join(img_dir, "compare_tcp_shaped.png")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, img_dir, "compare_tcp_shaped.png", 100)
 
 
 def main(argv):
@@ -377,11 +362,7 @@ def main(argv):
     grid, repeats = load(args.csv)
     out = sys.stdout
     print("# meshcomm vs Open MPI, Gloo and torch.distributed (gloo), over TCP\n", file=out)
-    sources = ", ".join(f"`{shown(os.path.abspath(c))}`" for c in args.csv)
-    timed = "the slowest rank's mean time per operation"
-    if repeats > 1:
-        timed = f"the median over up to {repeats} repeats of {timed}"
-    print(f"Source: {sources}. time = {timed}; algbw = size / time; busbw = algbw x "
+    print(f"{sources_and_times(args.csv, repeats)}; algbw = size / time; busbw = algbw x "
           "2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, "
           "1 for broadcast. meshcomm/X: busbw ratio, above 1 meshcomm faster; (t): time "
           "ratio, below 1 meshcomm faster.", file=out)
@@ -401,13 +382,7 @@ def main(argv):
         for _, op, n in keys:
             table(op, n, grid[(net, op, n)], out)
 
-    if args.failures and os.path.exists(args.failures):
-        with open(args.failures) as f:
-            failed = [line.strip() for line in f if line.strip()]
-        if failed:
-            print("\n## Failed benchmarks (rows missing)\n", file=out)
-            for line in failed:
-                print(f"- {line}", file=out)
+    print_failures(args.failures, out)
 
     if not args.no_plots:
         print("\n## Plots\n", file=out)
