@@ -14,16 +14,18 @@ namespace {
 // A suite of its own: store_fixture.h's fixture is a class per file.
 using TCPStoreAuthAndLimits = TCPStoreTest;
 
+// `o` with the authentication token `token`.
+TCPStoreOptions withToken(TCPStoreOptions o, const char* token) {
+  o.authToken = token;
+  return o;
+}
+
 // ---------------------------------------------------------------------------
 // Authentication.
 
 TEST_F(TCPStoreAuthAndLimits, AuthTokenOptionIsAccepted) {
-  auto opts = serverOptions();
-  opts.authToken = "s3cret";
-  TCPStore server(opts);
-  auto copts = clientOptions(server.port());
-  copts.authToken = "s3cret";
-  TCPStore client(copts);
+  TCPStore server(withToken(serverOptions(), "s3cret"));
+  TCPStore client(withToken(clientOptions(server.port()), "s3cret"));
   client.set("k", "v");
   EXPECT_EQ(server.getString("k"), "v");
 }
@@ -36,14 +38,10 @@ TEST_F(TCPStoreAuthAndLimits, AuthTokenFromTheEnvironmentIsAccepted) {
   EXPECT_EQ(server.getString("k"), "v");
   // The server really requires it: an explicit wrong token (which takes
   // precedence over the environment) is refused.
-  auto wrong = clientOptions(server.port());
-  wrong.authToken = "other";
-  thrown<StoreError>([&] { TCPStore c(wrong); });
+  thrown<StoreError>([&] { TCPStore c(withToken(clientOptions(server.port()), "other")); });
 }
 
 TEST_F(TCPStoreAuthAndLimits, AuthTokenFromTheEnvironmentInAForkedClient) {
-  auto opts = serverOptions();
-  opts.authToken = "forked-token";
   PipeChannel portChannel;
   ChildGroup child(1, [&portChannel](int) {
     auto port = static_cast<uint16_t>(portChannel.receiveOrExit(10s));
@@ -52,7 +50,7 @@ TEST_F(TCPStoreAuthAndLimits, AuthTokenFromTheEnvironmentInAForkedClient) {
     c.set("child", "authenticated");
     return test::kExitOk;
   });
-  TCPStore server(opts);
+  TCPStore server(withToken(serverOptions(), "forked-token"));
   ASSERT_TRUE(portChannel.post(server.port(), 1));
   EXPECT_EQ(server.getString("child"), "authenticated");
   auto st = child.waitAll(10s);
@@ -60,26 +58,20 @@ TEST_F(TCPStoreAuthAndLimits, AuthTokenFromTheEnvironmentInAForkedClient) {
 }
 
 TEST_F(TCPStoreAuthAndLimits, WrongTokenIsRefusedWithStoreError) {
-  auto opts = serverOptions();
-  opts.authToken = "right";
-  TCPStore server(opts);
-  auto copts = clientOptions(server.port());
-  copts.authToken = "wrong";
+  TCPStore server(withToken(serverOptions(), "right"));
   auto t0 = Clock::now();
-  std::string msg = thrown<StoreError>([&] { TCPStore c(copts); });
+  std::string msg =
+      thrown<StoreError>([&] { TCPStore c(withToken(clientOptions(server.port()), "wrong")); });
   EXPECT_LT(since(t0), 3s);
   EXPECT_CONTAINS(msg, "authentication failed");
   // The server keeps serving clients with the right token.
-  copts.authToken = "right";
-  TCPStore good(copts);
+  TCPStore good(withToken(clientOptions(server.port()), "right"));
   good.set("still", "works");
   EXPECT_EQ(server.getString("still"), "works");
 }
 
 TEST_F(TCPStoreAuthAndLimits, MissingTokenIsRefusedWithStoreErrorNamingTheVariable) {
-  auto opts = serverOptions();
-  opts.authToken = "right";
-  TCPStore server(opts);
+  TCPStore server(withToken(serverOptions(), "right"));
   std::string msg = thrown<StoreError>([&] { TCPStore c(clientOptions(server.port())); });
   EXPECT_CONTAINS(msg, "MESHCOMM_AUTH_TOKEN");
   EXPECT_CONTAINS(msg, "requires authentication");
@@ -90,10 +82,8 @@ TEST_F(TCPStoreAuthAndLimits, RefusedClientsDoNotCountAsWorkers) {
   ASSERT_NE(port, 0);
   ScopedThreads intruder;
   intruder.spawn([port] {
-    auto copts = clientOptions(port, 5s);
-    copts.authToken = "guess";
     try {
-      TCPStore c(copts);
+      TCPStore c(withToken(clientOptions(port, 5s), "guess"));
       ADD_FAILURE() << "a client with the wrong token was accepted";
     } catch (const StoreError&) {
       // refused, as it should be
@@ -101,11 +91,8 @@ TEST_F(TCPStoreAuthAndLimits, RefusedClientsDoNotCountAsWorkers) {
       ADD_FAILURE() << "expected a refusal, got: " << e.what();
     }
   });
-  auto opts = serverOptions(1s);
-  opts.port = port;
-  opts.worldSize = 2;
-  opts.authToken = "right";
-  std::string msg = thrown<Timeout>([&] { TCPStore server(opts); });
+  std::string msg =
+      thrown<Timeout>([&] { TCPStore server(withToken(serverAwaiting(port, 2, 1s), "right")); });
   intruder.join();
   EXPECT_CONTAINS(msg, "only 0 of 1");
 }

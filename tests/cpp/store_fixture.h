@@ -62,6 +62,16 @@ inline TCPStoreOptions serverOptions(std::chrono::milliseconds timeout = 10s) {
   return o;
 }
 
+// A server on `port`, chosen in advance (its clients may dial it before it
+// exists), that waits for `worldSize` participants, itself included.
+inline TCPStoreOptions serverAwaiting(uint16_t port, int worldSize,
+                                      std::chrono::milliseconds timeout = 10s) {
+  TCPStoreOptions o = serverOptions(timeout);
+  o.port = port;
+  o.worldSize = worldSize;
+  return o;
+}
+
 inline TCPStoreOptions clientOptions(uint16_t port, std::chrono::milliseconds timeout = 10s) {
   TCPStoreOptions o;
   o.host = "127.0.0.1";

@@ -70,10 +70,7 @@ TEST_F(TCPStoreProcessTest, ForkedClientsStartedBeforeTheServer) {
   });
   ASSERT_EQ(children.size(), 3u);
   std::this_thread::sleep_for(300ms);
-  auto opts = serverOptions();
-  opts.port = port;
-  opts.worldSize = 4;
-  TCPStore server(opts);
+  TCPStore server(serverAwaiting(port, 4));
   server.wait({"child/0", "child/1", "child/2"}, 10s);
   EXPECT_EQ(server.getString("arrived"), "3");
   for (int r = 0; r < 3; ++r) {
@@ -95,9 +92,7 @@ TEST_F(TCPStoreProcessTest, WaitForWorkersSucceedsWithThreeForkedClients) {
     c.wait({"done"}, 10s);
     return test::kExitOk;
   });
-  auto opts = serverOptions();
-  opts.port = port;
-  opts.worldSize = 4;
+  auto opts = serverAwaiting(port, 4);
   ASSERT_TRUE(go.post(1, 3));
   auto t0 = Clock::now();
   TCPStore server(opts);
@@ -124,9 +119,7 @@ TEST_F(TCPStoreProcessTest, WaitForWorkersTimeoutSaysHowManyArrived) {
     }
     return test::kExitWrongError;
   });
-  auto opts = serverOptions(1500ms);
-  opts.port = port;
-  opts.worldSize = 4;
+  auto opts = serverAwaiting(port, 4, 1500ms);
   ASSERT_TRUE(go.post(1, 1));
   auto t0 = Clock::now();
   std::string msg = thrown<Timeout>([&] { TCPStore server(opts); });

@@ -435,10 +435,7 @@ TEST_F(TCPStoreTest, ClientsStartedBeforeTheServerConnectByRetrying) {
     });
   }
   std::this_thread::sleep_for(300ms);
-  auto opts = serverOptions();
-  opts.port = port;
-  opts.worldSize = kClients + 1;
-  TCPStore server(opts);  // returns once all three clients are in
+  TCPStore server(serverAwaiting(port, kClients + 1));  // returns once all three clients are in
   server.wait({"thread/0", "thread/1", "thread/2"}, 10s);
   server.set("release", "1");
   threads.join();
