@@ -53,8 +53,7 @@ TEST_F(TCPStoreAuthAndLimits, AuthTokenFromTheEnvironmentInAForkedClient) {
   TCPStore server(withToken(serverOptions(), "forked-token"));
   ASSERT_TRUE(portChannel.post(server.port(), 1));
   EXPECT_EQ(server.getString("child"), "authenticated");
-  auto st = child.waitAll(10s);
-  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+  expectChildrenOk(child, 10s);
 }
 
 TEST_F(TCPStoreAuthAndLimits, WrongTokenIsRefusedWithStoreError) {

@@ -81,6 +81,12 @@ inline TCPStoreOptions clientOptions(uint16_t port, std::chrono::milliseconds ti
   return o;
 }
 
+// Waits up to `bound` for every child and expects each to have exited well.
+inline void expectChildrenOk(ChildGroup& children, std::chrono::milliseconds bound) {
+  auto st = children.waitAll(bound);
+  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+}
+
 // A port nothing listens on right now (bound, read back, closed). Another
 // process could take it before the test does, which is unlikely enough.
 inline uint16_t unusedPort() {

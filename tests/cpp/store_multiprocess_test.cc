@@ -77,8 +77,7 @@ TEST_F(TCPStoreProcessTest, ForkedClientsStartedBeforeTheServer) {
     EXPECT_EQ(server.getString("child/" + std::to_string(r)), std::to_string(r * 10));
   }
   server.set("done", "1");
-  auto st = children.waitAll(15s);
-  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+  expectChildrenOk(children, 15s);
 }
 
 TEST_F(TCPStoreProcessTest, WaitForWorkersSucceedsWithThreeForkedClients) {
@@ -99,8 +98,7 @@ TEST_F(TCPStoreProcessTest, WaitForWorkersSucceedsWithThreeForkedClients) {
   EXPECT_LT(since(t0), 10s);
   server.wait({"worker/0", "worker/1", "worker/2"}, 10s);
   server.set("done", "1");
-  auto st = children.waitAll(15s);
-  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+  expectChildrenOk(children, 15s);
 }
 
 TEST_F(TCPStoreProcessTest, WaitForWorkersTimeoutSaysHowManyArrived) {
@@ -127,8 +125,7 @@ TEST_F(TCPStoreProcessTest, WaitForWorkersTimeoutSaysHowManyArrived) {
   EXPECT_CONTAINS(msg, "only 1 of 3");
   EXPECT_GE(elapsed, 1400ms);
   EXPECT_LT(elapsed, 5s);
-  auto st = child.waitAll(10s);
-  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+  expectChildrenOk(child, 10s);
 }
 
 TEST_F(TCPStoreProcessTest, ServerOwnClientIsNotAWorker) {
@@ -162,8 +159,7 @@ TEST_F(TCPStoreProcessTest, GetBlocksUntilAnotherProcessSetsTheKey) {
   auto got = server.multiGet({"m1", "m2"});
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(str(got[0]) + str(got[1]), "xy");
-  auto st = child.waitAll(10s);
-  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+  expectChildrenOk(child, 10s);
 }
 
 TEST_F(TCPStoreProcessTest, CountersFromManyProcessesAreExact) {

@@ -313,8 +313,7 @@ TEST_F(StoreWireTest, ServerOutOfDescriptorsRefusesClientsFastWithoutSpinning) {
   again->set("k", "v");
   EXPECT_EQ(clients.front()->getString("k"), "v");
   again->set("stop", "1");
-  auto st = serverProc.waitAll(10s);
-  EXPECT_TRUE(test::allOk(st)) << test::describeAll(st);
+  expectChildrenOk(serverProc, 10s);
 }
 
 TEST_F(StoreWireTest, ClientClosingWhileParkedIsForgotten) {
