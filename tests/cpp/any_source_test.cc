@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "expect_world.h"
 #include "scoped_env.h"
 
 namespace meshcomm::test {
@@ -109,7 +110,7 @@ TEST_P(AnySource, EverySenderIsReceivedOnceAndNamed) {
 // first. Then the other way round: a receive from any rank, then one from
 // rank 2, and rank 2 sends twice: the receive from any rank takes the first.
 TEST_P(AnySource, TheEarliestPostedReceiveTakesTheMessage) {
-  auto statuses = test::runWorld(3, quick(), [](RankEnv& e) {
+  test::expectWorldOk(3, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int64_t n = 1000;
     if (e.rank == 0) {
@@ -146,13 +147,12 @@ TEST_P(AnySource, TheEarliestPostedReceiveTakesTheMessage) {
     test::storeBarrier(*e.store, "end", 3);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Rank 3 leaves the job at once: a receive from any rank is then served by
 // the ranks still there, and rank 3's departure is no error.
 TEST_P(AnySource, ARankThatLeftIsNotWaitedFor) {
-  auto statuses = test::runWorld(4, quick(), [](RankEnv& e) {
+  test::expectWorldOk(4, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     if (e.rank == 3) {
       e.world.reset();
@@ -172,7 +172,6 @@ TEST_P(AnySource, ARankThatLeftIsNotWaitedFor) {
     }
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Bad arguments are refused before anything is queued; a receive nobody
@@ -181,7 +180,7 @@ TEST_P(AnySource, ARankThatLeftIsNotWaitedFor) {
 // size fails the receiver with Mismatch naming both sizes, and the
 // sender's next call (on a group of ranks 1 and 2).
 TEST_P(AnySource, ErrorsAreClear) {
-  auto statuses = test::runWorld(3, quick(), [](RankEnv& e) {
+  test::expectWorldOk(3, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     std::vector<float> buf(12, 1.0f);
     auto invalid = [&](const std::function<void()>& f, const char* what) {
@@ -229,7 +228,6 @@ TEST_P(AnySource, ErrorsAreClear) {
     test::storeBarrier(*e.store, "end", 3);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Two emulated hosts of two ranks: rank 0's receives from any rank are
@@ -239,8 +237,7 @@ TEST(AnySourceMixedHosts, ServedBySharedMemoryAndTcp) {
   o.rankEnv = [](int rank) {
     return std::vector<std::pair<std::string, std::string>>{{"MESHCOMM_HOST_ID", "host" + std::to_string(rank / 2)}};
   };
-  auto statuses = test::runWorld(4, o, everySenderOnce);
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
+  test::expectWorldOk(4, o, everySenderOnce);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "expect_world.h"
 #include "meshcomm/interrupt.h"
 #include "sanitizers.h"
 
@@ -224,7 +225,7 @@ void runMissing(int p, int missing, bool allToAll) {
   SCOPED_TRACE("P=" + std::to_string(p) + (allToAll ? " allToAll" : " allReduce"));
   test::JobOptions o;
   o.bound = 60s;
-  auto statuses = test::runWorld(p, o, [=](RankEnv& e) {
+  test::expectWorldOk(p, o, [=](RankEnv& e) {
     auto g = e.world->newGroup(test::ranksUpTo(e.size), {.timeout = 1500ms});
     if (e.rank == missing) {
       // Alive and connected, but never calls; leaves once the others are done.
@@ -256,7 +257,6 @@ void runMissing(int p, int missing, bool allToAll) {
                 "rank " << e.rank << ": the message does not name the missing rank: " << what);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 TEST(FaultTimeout, MissingRankIsNamedByEveryone) {
@@ -280,7 +280,7 @@ void runInterrupt(int p, bool overShm, bool pointToPoint) {
   test::JobOptions o;
   o.bound = 60s;
   if (!overShm) o.env.push_back({"MESHCOMM_SHM", "0"});
-  auto statuses = test::runWorld(p, o, [=](RankEnv& e) {
+  test::expectWorldOk(p, o, [=](RankEnv& e) {
     auto g = e.world->newGroup(test::ranksUpTo(e.size), {.timeout = 20s});
     std::vector<float> data(1024, 1.0f);
     TensorRef ref{data.data(), 1024, DType::kFloat32};
@@ -321,7 +321,6 @@ void runInterrupt(int p, bool overShm, bool pointToPoint) {
     CHILD_CHECK(ms < kDetectMs, "rank " << e.rank << " failed after " << ms << " ms");
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 TEST(FaultInterrupt, AllReduceOverShm) { runInterrupt(3, true, false); }
@@ -335,7 +334,7 @@ TEST(FaultInterrupt, ReceiveOverTcp) { runInterrupt(2, false, true); }
 TEST(FaultResources, NoLeakedFdsOrThreadsAfterWorldDestruction) {
   test::JobOptions o;
   o.bound = 60s;
-  auto statuses = test::runWorld(3, o, [](RankEnv& e) {
+  test::expectWorldOk(3, o, [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     CHILD_CHECK(e.fdsBeforeInit > 0 && e.threadsBeforeInit > 0);
     std::vector<double> big(300000, 1.0);
@@ -379,7 +378,6 @@ TEST(FaultResources, NoLeakedFdsOrThreadsAfterWorldDestruction) {
     test::storeBarrier(*e.store, "counted", 3);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 }  // namespace

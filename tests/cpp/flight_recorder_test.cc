@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "expect_world.h"
 #include "meshcomm/flight_recorder.h"
 #include "process_stats.h"
 
@@ -70,7 +71,7 @@ TEST(FlightRecorder, DumpsOnDemandWhileOperationsRunAndLeavesNothingBehind) {
   o.bound = 90s;
   o.env = {{"MESHCOMM_DUMP_DIR", dir}};
   constexpr int kBlocking = 200, kAsync = 20, kDumps = 20;
-  auto statuses = runWorld(3, o, [&](RankEnv& e) {
+  expectWorldOk(3, o, [&](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     std::vector<float> x(8, 1.0f);
     std::atomic<bool> torn{false};
@@ -119,7 +120,6 @@ TEST(FlightRecorder, DumpsOnDemandWhileOperationsRunAndLeavesNothingBehind) {
     CHILD_CHECK(fds <= e.fdsBeforeInit, "" << fds << " fds, " << e.fdsBeforeInit << " before");
     return kExitOk;
   });
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
   std::filesystem::remove_all(dir);
 }
 
@@ -128,7 +128,7 @@ TEST(FlightRecorder, KeepsTheLastNRecords) {
   JobOptions o;
   o.bound = 60s;
   o.env = {{"MESHCOMM_FLIGHT_RECORDER", "50"}};
-  auto statuses = runWorld(2, o, [&](RankEnv& e) {
+  expectWorldOk(2, o, [&](RankEnv& e) {
     std::vector<int32_t> x(4, 1);
     OpOptions blocking;
     blocking.blocking = true;
@@ -141,7 +141,6 @@ TEST(FlightRecorder, KeepsTheLastNRecords) {
     CHILD_CHECK(lines.back().find("\"seq\":119,") != std::string::npos, "" << lines.back());
     return kExitOk;
   });
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
   std::filesystem::remove_all(dir);
 }
 
@@ -153,7 +152,7 @@ TEST(FlightRecorder, TheFirstWorldNamesTheProcessWhileItLives) {
   const std::string dir = makeTempDir();
   JobOptions o;
   o.bound = 60s;
-  auto statuses = runWorld(3, o, [&](RankEnv& e) {
+  expectWorldOk(3, o, [&](RankEnv& e) {
     std::vector<int32_t> x(4, 1);
     OpOptions blocking;
     blocking.blocking = true;
@@ -190,7 +189,6 @@ TEST(FlightRecorder, TheFirstWorldNamesTheProcessWhileItLives) {
                     std::string::npos);
     return kExitOk;
   });
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
   std::filesystem::remove_all(dir);
 }
 

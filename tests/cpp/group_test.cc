@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "expect_world.h"
 
 namespace meshcomm::test {
 namespace {
@@ -76,7 +77,7 @@ TEST(GroupNames, WorldGroupNameAndAliasesAsInitGivesThem) {
   test::JobOptions o = quick();
   o.worldGroupName = "main";
   o.worldGroupAliases = {"everyone", "all"};
-  auto statuses = test::runWorld(2, o, [](RankEnv& e) {
+  test::expectWorldOk(2, o, [](RankEnv& e) {
     World& w = *e.world;
     CHILD_CHECK(w.worldGroupName() == "main" && w.worldGroup()->name() == "main");
     for (const char* name : {"main", "everyone", "all"}) {
@@ -88,12 +89,11 @@ TEST(GroupNames, WorldGroupNameAndAliasesAsInitGivesThem) {
     checkAllReduce(*w.findGroup("everyone"), DType::kInt32, ReduceOp::kSum, 64, 41);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Ranks {1, 2, 3} of 4: rank 0 is not a member and may not create it.
 TEST(GroupSubset, ExcludingRankZeroNamesRanksAndCollectives) {
-  auto statuses = test::runWorld(4, quick(), [](RankEnv& e) {
+  test::expectWorldOk(4, quick(), [](RankEnv& e) {
     World& w = *e.world;
     const std::string name = std::string("group_3_") + kSha123;
     CHILD_CHECK(World::groupName("group", {3, 1, 2}) == name, "" << World::groupName("group", {3, 1, 2}));
@@ -164,13 +164,12 @@ TEST(GroupSubset, ExcludingRankZeroNamesRanksAndCollectives) {
     checkAllReduce(e.pg(), DType::kInt32, ReduceOp::kSum, 4099, 40);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // The reference's example: on 8 ranks only ranks 0 and 4 create the group
 // {0, 4} and use it; the others never call newGroup.
 TEST(GroupPair, OnlyRanksZeroAndFourCreateAndUseTheirGroup) {
-  auto statuses = test::runWorld(8, quick(), [](RankEnv& e) {
+  test::expectWorldOk(8, quick(), [](RankEnv& e) {
     World& w = *e.world;
     if (e.rank == 0 || e.rank == 4) {
       auto g = w.newGroup({4, 0});
@@ -198,14 +197,13 @@ TEST(GroupPair, OnlyRanksZeroAndFourCreateAndUseTheirGroup) {
     checkAllReduce(e.pg(), DType::kFloat32, ReduceOp::kMax, 333, 59);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Evens and odds of 6 ranks, each group running its own series of
 // collectives at the same time; a message crossing groups would corrupt
 // a result.
 TEST(GroupDisjoint, TwoGroupsWorkAtTheSameTime) {
-  auto statuses = test::runWorld(6, quick(), [](RankEnv& e) {
+  test::expectWorldOk(6, quick(), [](RankEnv& e) {
     const bool even = e.rank % 2 == 0;
     auto g = e.world->newGroup(even ? std::vector<int>{0, 2, 4} : std::vector<int>{1, 3, 5});
     CHILD_CHECK(g->rank() == e.rank / 2 && g->size() == 3);
@@ -220,13 +218,12 @@ TEST(GroupDisjoint, TwoGroupsWorkAtTheSameTime) {
     checkAllReduce(e.pg(), DType::kInt16, ReduceOp::kSum, 1000, 60);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // A = {0, 1, 2} and B = {1, 2, 3}: ranks 1 and 2 belong to both and drive
 // them from two threads at once, while rank 0 uses only A and rank 3 only B.
 TEST(GroupOverlap, SharedRanksDriveTwoGroupsFromTwoThreads) {
-  auto statuses = test::runWorld(4, quick(), [](RankEnv& e) {
+  test::expectWorldOk(4, quick(), [](RankEnv& e) {
     World& w = *e.world;
     std::shared_ptr<ProcessGroup> a, b;
     if (e.rank <= 2) a = w.newGroup({0, 1, 2});
@@ -246,13 +243,12 @@ TEST(GroupOverlap, SharedRanksDriveTwoGroupsFromTwoThreads) {
     checkAllReduce(e.pg(), DType::kUInt8, ReduceOp::kMin, 100, 61);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Bad rank lists are refused at once; a member that never arrives makes
 // the others time out at the group's deadline, naming it.
 TEST(GroupErrors, BadRankListsAndAMissingMember) {
-  auto statuses = test::runWorld(3, quick(), [](RankEnv& e) {
+  test::expectWorldOk(3, quick(), [](RankEnv& e) {
     World& w = *e.world;
     auto invalid = [&](const std::function<void()>& f, const char* what) {
       test::Caught c = test::catchError(f);
@@ -279,7 +275,6 @@ TEST(GroupErrors, BadRankListsAndAMissingMember) {
     checkAllReduce(e.pg(), DType::kFloat32, ReduceOp::kSum, 64, 62);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // A slot too small to give every local rank its regions is refused when
@@ -289,7 +284,7 @@ TEST(GroupErrors, SharedMemorySlotTooSmallForTheLocalRanks) {
   constexpr int kRanks = 33;  // 4096 bytes hold 128 for 32 ranks
   test::JobOptions o = quick();
   o.bound = 120s;
-  auto statuses = test::runWorld(kRanks, o, [](RankEnv& e) {
+  test::expectWorldOk(kRanks, o, [](RankEnv& e) {
     ::setenv("MESHCOMM_SHM_SLOT_BYTES", "4096", 1);
     std::string what;
     test::Caught c = test::catchError([&] { e.world->newGroup(test::ranksUpTo(kRanks)); }, &what);
@@ -298,7 +293,6 @@ TEST(GroupErrors, SharedMemorySlotTooSmallForTheLocalRanks) {
                 "unclear message: " << what);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "expect_world.h"
 #include "scoped_env.h"
 
 namespace meshcomm::test {
@@ -62,7 +63,7 @@ test::JobOptions quick() {
 // A arrives first and must wait, buffered, for its receive. Both small and
 // multi-megabyte payloads, and synchronous as well as asynchronous calls.
 TEST_P(P2P, ReceiveOrderFollowsTagsNotArrival) {
-  auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
+  test::expectWorldOk(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     int round = 0;
     for (int64_t aCount : {100, 3 << 20}) {
@@ -106,13 +107,12 @@ TEST_P(P2P, ReceiveOrderFollowsTagsNotArrival) {
     }
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // 1000 messages 0 -> 1 on one tag and 500 messages 1 -> 0 on another, all
 // issued before any is waited for; they must match in issue order.
 TEST_P(P2P, ThousandsOfMessagesBetweenOnePairStayInOrder) {
-  auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
+  test::expectWorldOk(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int peer = 1 - e.rank;
     const int mine = e.rank == 0 ? 1000 : 500;
@@ -133,14 +133,13 @@ TEST_P(P2P, ThousandsOfMessagesBetweenOnePairStayInOrder) {
     }
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Both ranks send 8 MiB to each other and only then receive; with
 // asynchronous calls nothing may deadlock (both directions progress at
 // once). Also with the receive posted first on one side only.
 TEST_P(P2P, EightMiBBothDirectionsAtOnce) {
-  auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
+  test::expectWorldOk(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int peer = 1 - e.rank;
     const int64_t n = (8 << 20) / 4;  // 8 MiB of float32
@@ -161,13 +160,12 @@ TEST_P(P2P, EightMiBBothDirectionsAtOnce) {
     }
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // One side lists [send, recv], the other [recv, send], with 8 MiB each
 // way; then four operations on two tags, listed in opposite orders.
 TEST_P(P2P, OppositeListingOrdersDoNotDeadlock) {
-  auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
+  test::expectWorldOk(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int peer = 1 - e.rank;
     const int64_t n = (8 << 20) / 8;
@@ -193,7 +191,6 @@ TEST_P(P2P, OppositeListingOrdersDoNotDeadlock) {
     expectPayload(i2, 402, peer, "tag 2");
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Every rank sends to both neighbours and receives from both in one batch
@@ -234,7 +231,7 @@ TEST_P(P2P, RingExchangeBothDirections) {
 // leaving at once must not fail ranks 0 and 1, whose waits (each over the
 // 50 ms liveness interval, async and blocking) outlast it by far.
 TEST_P(P2P, RankThatLeftEarlyDoesNotFailTheOthers) {
-  auto statuses = test::runWorld(3, quick(), [](RankEnv& e) {
+  test::expectWorldOk(3, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     if (e.rank == 2) return test::kExitOk;
     const int peer = 1 - e.rank;
@@ -252,7 +249,6 @@ TEST_P(P2P, RankThatLeftEarlyDoesNotFailTheOthers) {
     }
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // Ranks on three emulated hosts (0 0 1 1 2): every rank's batch mixes a
@@ -276,7 +272,7 @@ TEST(P2PMixedHosts, RingExchangeOverSharedMemoryAndTcp) {
 TEST_P(P2P, UnexpectedMessagesAreBufferedUpToTheLimit) {
   test::JobOptions o = quick();
   o.env = {{"MESHCOMM_MAX_UNEXPECTED_BYTES", "300000"}};
-  auto statuses = test::runWorld(2, o, [](RankEnv& e) {
+  test::expectWorldOk(2, o, [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     const int64_t n = 50000;  // 200 KB of float32: one fits in the limit, two do not
     if (e.rank == 0) {
@@ -306,13 +302,12 @@ TEST_P(P2P, UnexpectedMessagesAreBufferedUpToTheLimit) {
     }
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // A receive expecting a different size than was sent fails with Mismatch
 // naming both sides; the sender learns on its next call.
 TEST_P(P2P, SizeMismatchFailsBothSides) {
-  auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
+  test::expectWorldOk(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     std::vector<float> buf(12, 1.0f);
     std::string what;
@@ -330,13 +325,12 @@ TEST_P(P2P, SizeMismatchFailsBothSides) {
     }
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 // A receive nobody sends to ends with Timeout at its own deadline, naming
 // the peer; bad arguments are refused before anything is queued.
 TEST_P(P2P, UnansweredReceiveTimesOutAndBadArgumentsAreRefused) {
-  auto statuses = test::runWorld(2, quick(), [](RankEnv& e) {
+  test::expectWorldOk(2, quick(), [](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     std::vector<int32_t> buf(4, 0);
     TensorRef t{buf.data(), 4, DType::kInt32};
@@ -371,7 +365,6 @@ TEST_P(P2P, UnansweredReceiveTimesOutAndBadArgumentsAreRefused) {
     test::storeBarrier(*e.store, "end", 2);
     return test::kExitOk;
   });
-  EXPECT_TRUE(test::allOk(statuses)) << test::describeAll(statuses);
 }
 
 }  // namespace

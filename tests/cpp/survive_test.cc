@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "expect_world.h"
 #include "sanitizers.h"
 
 namespace meshcomm::test {
@@ -151,7 +152,7 @@ void runAbort(bool allReduce, bool tcp) {
   if (tcp) o.env = {{"MESHCOMM_SHM", "0"}};
   o.bound = 60s;
   o.timeout = 30s;
-  auto statuses = runWorld(3, o, [allReduce](RankEnv& e) {
+  expectWorldOk(3, o, [allReduce](RankEnv& e) {
     ProcessGroup& pg = e.pg();
     std::vector<float> data(64, 1.0f);
     TensorRef t{data.data(), 64, DType::kFloat32};
@@ -206,7 +207,6 @@ void runAbort(bool allReduce, bool tcp) {
     storeBarrier(*e.store, "done", 3);
     return kExitOk;
   });
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
 }
 
 TEST(SurviveAbort, FromAnotherThreadDuringAllReduce) { runAbort(true, false); }

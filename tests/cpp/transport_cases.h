@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "collective_harness.h"
+#include "expect_world.h"
 
 namespace meshcomm::test {
 
@@ -79,8 +80,7 @@ inline JobOptions withTransport(const TransportCase& c, JobOptions options = {})
 // Runs `body` on every rank of a job on `c`'s transport and expects every
 // rank to exit well.
 inline void expectJobOk(const TransportCase& c, const JobOptions& options, const RankBody& body) {
-  auto statuses = runWorld(c.p, withTransport(c, options), body);
-  EXPECT_TRUE(allOk(statuses)) << describeAll(statuses);
+  expectWorldOk(c.p, withTransport(c, options), body);
 }
 
 struct TransportCaseName {
