@@ -15,7 +15,7 @@
 
 #include "collective_harness.h"
 #include "expect_world.h"
-#include "scoped_env.h"
+#include "transport_cases.h"
 
 namespace meshcomm::test {
 namespace {
@@ -88,15 +88,9 @@ int everySenderOnce(RankEnv& e) {
   return test::kExitOk;
 }
 
-class AnySource : public ::testing::TestWithParam<bool> {
- private:
-  ScopedEnv shm_{"MESHCOMM_SHM", GetParam() ? "1" : "0"};
-};
+class AnySource : public ShmOrTcp {};
 
-INSTANTIATE_TEST_SUITE_P(Transports, AnySource, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return std::string(info.param ? "shm" : "tcp");
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, AnySource, ::testing::Bool(), ShmOrTcp::name);
 
 TEST_P(AnySource, EverySenderIsReceivedOnceAndNamed) {
   for (int p : {2, 3, 5}) {

@@ -15,7 +15,7 @@
 
 #include "collective_harness.h"
 #include "expect_world.h"
-#include "scoped_env.h"
+#include "transport_cases.h"
 
 namespace meshcomm::test {
 namespace {
@@ -42,15 +42,9 @@ OpOptions tagged(int tag, bool blocking = false) {
   return o;
 }
 
-class P2P : public ::testing::TestWithParam<bool> {
- private:
-  ScopedEnv shm_{"MESHCOMM_SHM", GetParam() ? "1" : "0"};
-};
+class P2P : public ShmOrTcp {};
 
-INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return std::string(info.param ? "shm" : "tcp");
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Bool(), ShmOrTcp::name);
 
 test::JobOptions quick() {
   test::JobOptions o;

@@ -26,6 +26,7 @@
 
 #include "collective_harness.h"
 #include "expect_world.h"
+#include "scoped_env.h"
 
 namespace meshcomm::test {
 
@@ -91,5 +92,18 @@ struct TransportCaseName {
 
 // So a failing parameterised test prints its case by name.
 inline void PrintTo(const TransportCase& c, std::ostream* os) { *os << c.name(); }
+
+// A fixture for tests that run twice, on shared memory (parameter true) and
+// on TCP, with MESHCOMM_SHM set for the whole test; instantiate it with
+// ::testing::Bool() and ShmOrTcp::name.
+class ShmOrTcp : public ::testing::TestWithParam<bool> {
+ public:
+  static std::string name(const ::testing::TestParamInfo<bool>& info) {
+    return info.param ? "shm" : "tcp";
+  }
+
+ private:
+  ScopedEnv shm_{"MESHCOMM_SHM", GetParam() ? "1" : "0"};
+};
 
 }  // namespace meshcomm::test
