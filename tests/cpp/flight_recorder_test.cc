@@ -60,16 +60,29 @@ bool whole(const std::vector<std::string>& lines, std::string& why) {
   return true;
 }
 
-std::string makeTempDir() {
-  char name[] = "/tmp/meshcomm-recorder-test-XXXXXX";
-  return ::mkdtemp(name);
+// A fresh folder for a test's dumps, removed with its contents when the
+// test ends (in the parent: the ranks leave with _exit).
+struct TempDir {
+  static std::string make() {
+    char name[] = "/tmp/meshcomm-recorder-test-XXXXXX";
+    return ::mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  const std::string path = make();
+};
+
+// A call that returns once it is done.
+OpOptions blockingCall() {
+  OpOptions o;
+  o.blocking = true;
+  return o;
 }
 
 TEST(FlightRecorder, DumpsOnDemandWhileOperationsRunAndLeavesNothingBehind) {
-  const std::string dir = makeTempDir();
+  const TempDir dir;
   JobOptions o;
   o.bound = 90s;
-  o.env = {{"MESHCOMM_DUMP_DIR", dir}};
+  o.env = {{"MESHCOMM_DUMP_DIR", dir.path}};
   constexpr int kBlocking = 200, kAsync = 20, kDumps = 20;
   expectWorldOk(3, o, [&](RankEnv& e) {
     ProcessGroup& pg = e.pg();
@@ -77,7 +90,7 @@ TEST(FlightRecorder, DumpsOnDemandWhileOperationsRunAndLeavesNothingBehind) {
     std::atomic<bool> torn{false};
     std::thread dumper([&] {
       for (int i = 0; i < kDumps; ++i) {
-        const std::string file = dir + "/r" + std::to_string(e.rank) + "_" + std::to_string(i) + ".jsonl";
+        const std::string file = dir.path + "/r" + std::to_string(e.rank) + "_" + std::to_string(i) + ".jsonl";
         CHILD_CHECK(dumpFlightRecorder(file) == file);
         std::string why;
         if (!whole(linesOf(file), why)) {
@@ -86,9 +99,7 @@ TEST(FlightRecorder, DumpsOnDemandWhileOperationsRunAndLeavesNothingBehind) {
         }
       }
     });
-    OpOptions blocking;
-    blocking.blocking = true;
-    for (int i = 0; i < kBlocking; ++i) pg.allReduce(TensorRef{x.data(), 8, DType::kFloat32}, blocking)->wait();
+    for (int i = 0; i < kBlocking; ++i) pg.allReduce(TensorRef{x.data(), 8, DType::kFloat32}, blockingCall())->wait();
     std::vector<float> y(8 * kAsync, 1.0f);
     std::vector<WorkPtr> works;
     for (int i = 0; i < kAsync; ++i) works.push_back(pg.allReduce(TensorRef{y.data() + 8 * i, 8, DType::kFloat32}));
@@ -97,7 +108,7 @@ TEST(FlightRecorder, DumpsOnDemandWhileOperationsRunAndLeavesNothingBehind) {
     CHILD_CHECK(!torn);
 
     const std::string file = dumpFlightRecorder();
-    CHILD_CHECK(file == dir + "/rank_" + std::to_string(e.rank) + ".jsonl", "" << file);
+    CHILD_CHECK(file == dir.path + "/rank_" + std::to_string(e.rank) + ".jsonl", "" << file);
     auto lines = linesOf(file);
     std::string why;
     CHILD_CHECK(whole(lines, why), "" << why);
@@ -120,28 +131,24 @@ TEST(FlightRecorder, DumpsOnDemandWhileOperationsRunAndLeavesNothingBehind) {
     CHILD_CHECK(fds <= e.fdsBeforeInit, "" << fds << " fds, " << e.fdsBeforeInit << " before");
     return kExitOk;
   });
-  std::filesystem::remove_all(dir);
 }
 
 TEST(FlightRecorder, KeepsTheLastNRecords) {
-  const std::string dir = makeTempDir();
+  const TempDir dir;
   JobOptions o;
   o.bound = 60s;
   o.env = {{"MESHCOMM_FLIGHT_RECORDER", "50"}};
   expectWorldOk(2, o, [&](RankEnv& e) {
     std::vector<int32_t> x(4, 1);
-    OpOptions blocking;
-    blocking.blocking = true;
-    for (int i = 0; i < 120; ++i) e.pg().allReduce(TensorRef{x.data(), 4, DType::kInt32}, blocking)->wait();
-    const std::string file = dumpFlightRecorder(dir);
-    CHILD_CHECK(file == dir + "/rank_" + std::to_string(e.rank) + ".jsonl", "" << file);
+    for (int i = 0; i < 120; ++i) e.pg().allReduce(TensorRef{x.data(), 4, DType::kInt32}, blockingCall())->wait();
+    const std::string file = dumpFlightRecorder(dir.path);
+    CHILD_CHECK(file == dir.path + "/rank_" + std::to_string(e.rank) + ".jsonl", "" << file);
     auto lines = linesOf(file);
     CHILD_CHECK(lines.size() == 51, "" << lines.size());
     CHILD_CHECK(lines[1].find("\"seq\":70,") != std::string::npos, "" << lines[1]);
     CHILD_CHECK(lines.back().find("\"seq\":119,") != std::string::npos, "" << lines.back());
     return kExitOk;
   });
-  std::filesystem::remove_all(dir);
 }
 
 // A process in two Worlds at once (torch.distributed makes one per group):
@@ -149,13 +156,11 @@ TEST(FlightRecorder, KeepsTheLastNRecords) {
 // and the first's rank numbers. Once both are gone, the next World to join
 // names the process.
 TEST(FlightRecorder, TheFirstWorldNamesTheProcessWhileItLives) {
-  const std::string dir = makeTempDir();
+  const TempDir dir;
   JobOptions o;
   o.bound = 60s;
   expectWorldOk(3, o, [&](RankEnv& e) {
     std::vector<int32_t> x(4, 1);
-    OpOptions blocking;
-    blocking.blocking = true;
     std::shared_ptr<World> second;
     if (e.rank > 0) {  // ranks 1 and 2 are ranks 0 and 1 of a second job
       InitOptions two;
@@ -163,9 +168,9 @@ TEST(FlightRecorder, TheFirstWorldNamesTheProcessWhileItLives) {
       two.rank = e.rank - 1;
       two.worldSize = 2;
       second = World::init(two);
-      second->worldGroup()->allReduce(TensorRef{x.data(), 4, DType::kInt32}, blocking)->wait();
+      second->worldGroup()->allReduce(TensorRef{x.data(), 4, DType::kInt32}, blockingCall())->wait();
     }
-    auto lines = linesOf(dumpFlightRecorder(dir));
+    auto lines = linesOf(dumpFlightRecorder(dir.path));
     CHILD_CHECK(lines[0].find("\"rank\":" + std::to_string(e.rank) + ",\"world_size\":3") !=
                     std::string::npos,
                 "" << lines[0]);
@@ -183,13 +188,12 @@ TEST(FlightRecorder, TheFirstWorldNamesTheProcessWhileItLives) {
     reversed.rank = 2 - e.rank;
     reversed.worldSize = 3;
     auto third = World::init(reversed);
-    const std::string file = dumpFlightRecorder(dir);
-    CHILD_CHECK(file == dir + "/rank_" + std::to_string(2 - e.rank) + ".jsonl", "" << file);
+    const std::string file = dumpFlightRecorder(dir.path);
+    CHILD_CHECK(file == dir.path + "/rank_" + std::to_string(2 - e.rank) + ".jsonl", "" << file);
     CHILD_CHECK(linesOf(file)[0].find("\"rank\":" + std::to_string(2 - e.rank) + ",") !=
                     std::string::npos);
     return kExitOk;
   });
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
