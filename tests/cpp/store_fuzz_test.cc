@@ -328,12 +328,7 @@ void fuzzAndVerify(const StoreLimits& limits, const std::string& token, int case
 }
 
 StoreLimits fuzzLimits() {
-  StoreLimits l;
-  l.maxKeyBytes = 64;
-  l.maxValueBytes = 4096;
-  l.maxKeysPerRequest = 8;
-  l.maxClients = 1024;
-  return l;
+  return {.maxKeyBytes = 64, .maxValueBytes = 4096, .maxKeysPerRequest = 8, .maxClients = 1024};
 }
 
 TEST_F(StoreFuzzTest, RandomAndMutatedFramesAgainstALiveServer) {

@@ -24,12 +24,7 @@ inline uint8_t code(Status s) { return static_cast<uint8_t>(s); }
 
 // Small limits so that "over the limit" cases never allocate much.
 inline StoreLimits smallLimits() {
-  StoreLimits l;
-  l.maxKeyBytes = 16;
-  l.maxValueBytes = 64;
-  l.maxKeysPerRequest = 4;
-  l.maxClients = 8;
-  return l;
+  return {.maxKeyBytes = 16, .maxValueBytes = 64, .maxKeysPerRequest = 4, .maxClients = 8};
 }
 
 // The payload ceiling the decoder derives from the limits (see checkHeader).
