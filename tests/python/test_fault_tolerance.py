@@ -49,6 +49,17 @@ def _env(job_id, **extra):
     return env
 
 
+def _failure_of(op, *args, **kwargs):
+    """What a worker reports of an operation expected to fail: the class
+    name and message of the DistError it raised, or {"type": None} when it
+    returned."""
+    try:
+        op(*args, **kwargs)
+    except meshcomm.DistError as e:
+        return {"type": type(e).__name__, "message": str(e)}
+    return {"type": None}
+
+
 def _shm_entries(job_id):
     return [n for n in os.listdir("/dev/shm") if job_id in n]
 
@@ -176,11 +187,8 @@ def _abort_worker(rank, nprocs, port, op):
         del later
     else:
         # Blocked with rank 1, which never sends.
-        try:
-            meshcomm.recv(np.empty(8), src=1)
-            result = {"type": None}
-        except meshcomm.DistError as e:
-            result = {"type": type(e).__name__, "message": str(e), "at_wall": time.time()}
+        result = _failure_of(meshcomm.recv, np.empty(8), src=1)
+        result["at_wall"] = time.time()
     meshcomm.destroy_process_group()
     result["before"], result["after"] = before, _counts_settled(before)
     return result
@@ -229,11 +237,8 @@ def _leave_worker(rank, nprocs, port):
         return {"took": took}
     time.sleep(1.0)  # busy elsewhere while rank 1 leaves
     start = time.monotonic()
-    try:
-        meshcomm.all_reduce(np.ones(8))
-        result = {"type": None}
-    except meshcomm.DistError as e:
-        result = {"type": type(e).__name__, "message": str(e), "took": time.monotonic() - start}
+    result = _failure_of(meshcomm.all_reduce, np.ones(8))
+    result["took"] = time.monotonic() - start
     # Rank 0 hosts the store: leaving keeps it up until rank 2 has left too.
     meshcomm.destroy_process_group()
     return result
@@ -400,11 +405,7 @@ def _exclude_worker(rank, nprocs, port):
     if rank == 2:
         # Not told to shrink; its next op on the old group fails clearly.
         time.sleep(1.0)
-        try:
-            meshcomm.all_reduce(np.ones(8))
-            result = {"type": None}
-        except meshcomm.DistError as e:
-            result = {"type": type(e).__name__, "message": str(e)}
+        result = _failure_of(meshcomm.all_reduce, np.ones(8))
     else:
         meshcomm.shrink_group(exclude_ranks=[2], timeout=5)
         x = np.full(4, float(meshcomm.get_rank() + 1))
