@@ -46,6 +46,13 @@ std::vector<int64_t> prefix(const std::vector<int64_t>& c) {
   return o;
 }
 
+// The tensors of a list of buffers, for the list forms of the collectives.
+std::vector<TensorRef> refsOf(std::vector<Buffer>& buffers) {
+  std::vector<TensorRef> refs;
+  for (auto& b : buffers) refs.push_back(b.ref());
+  return refs;
+}
+
 // Runs the matrix inside one rank. Every rank runs the same loops, so the
 // sequence of collectives (and the salts) agree.
 class MatrixRunner {
@@ -136,6 +143,19 @@ class MatrixRunner {
                static_cast<size_t>(n));
   }
 
+  // A gather's result: every rank's m input elements, outs[r] rank r's (the
+  // list forms) or block r of `out` (the tensor forms).
+  void expectGathered(const std::vector<Buffer>& outs, Domain dom, int64_t m) {
+    for (int r = 0; r < p_; ++r) {
+      expectInput("outputs[r]", outs[static_cast<size_t>(r)], 0, dom, r, 0, m);
+      expectGuard(outs[static_cast<size_t>(r)]);
+    }
+  }
+  void expectGathered(const Buffer& out, Domain dom, int64_t m) {
+    for (int r = 0; r < p_; ++r) expectInput("block r", out, static_cast<size_t>(r * m), dom, r, 0, m);
+    expectGuard(out);
+  }
+
   void expectReduced(const char* what, const Buffer& got, size_t gotOffset, ReduceOp op,
                      int64_t first, int64_t n) {
     Buffer want(got.dtype, n);
@@ -204,22 +224,16 @@ class MatrixRunner {
       case Operation::kAllGather: {
         Buffer in = input(d, dom, rank_, 0, m);
         std::vector<Buffer> outs;
-        std::vector<TensorRef> refs;
         for (int r = 0; r < p_; ++r) outs.emplace_back(d, m);
-        for (auto& o : outs) refs.push_back(o.ref());
-        finish(pg_.allGather(refs, in.ref(), options()));
-        for (int r = 0; r < p_; ++r) {
-          expectInput("outputs[r]", outs[static_cast<size_t>(r)], 0, dom, r, 0, m);
-          expectGuard(outs[static_cast<size_t>(r)]);
-        }
+        finish(pg_.allGather(refsOf(outs), in.ref(), options()));
+        expectGathered(outs, dom, m);
         break;
       }
       case Operation::kAllGatherIntoTensor: {
         Buffer in = input(d, dom, rank_, 0, m);
         Buffer out(d, m * p_);
         finish(pg_.allGatherIntoTensor(out.ref(), in.ref(), options()));
-        for (int r = 0; r < p_; ++r) expectInput("block r", out, static_cast<size_t>(r * m), dom, r, 0, m);
-        expectGuard(out);
+        expectGathered(out, dom, m);
         break;
       }
       case Operation::kAllGatherIntoTensorUneven: {
@@ -237,11 +251,9 @@ class MatrixRunner {
       }
       case Operation::kReduceScatter: {
         std::vector<Buffer> ins;
-        std::vector<TensorRef> refs;
         for (int j = 0; j < p_; ++j) ins.push_back(input(d, dom, rank_, j * m, m));
-        for (auto& b : ins) refs.push_back(b.ref());
         Buffer out(d, m);
-        finish(pg_.reduceScatter(out.ref(), refs, options(op)));
+        finish(pg_.reduceScatter(out.ref(), refsOf(ins), options(op)));
         expectReduced("result", out, 0, op, rank_ * m, m);
         expectGuard(out);
         for (int j = 0; j < p_; ++j) {
@@ -270,40 +282,28 @@ class MatrixRunner {
       }
       case Operation::kGather: {
         Buffer in = input(d, dom, rank_, 0, m);
-        std::vector<Buffer> outs;
-        std::vector<TensorRef> refs;
+        std::vector<Buffer> outs;  // none but at the root
         if (rank_ == root) {
           for (int r = 0; r < p_; ++r) outs.emplace_back(d, m);
-          for (auto& o : outs) refs.push_back(o.ref());
         }
-        finish(pg_.gather(refs, in.ref(), options(op, root)));
-        if (rank_ == root) {
-          for (int r = 0; r < p_; ++r) {
-            expectInput("outputs[r]", outs[static_cast<size_t>(r)], 0, dom, r, 0, m);
-            expectGuard(outs[static_cast<size_t>(r)]);
-          }
-        }
+        finish(pg_.gather(refsOf(outs), in.ref(), options(op, root)));
+        if (rank_ == root) expectGathered(outs, dom, m);
         break;
       }
       case Operation::kGatherIntoTensor: {
         Buffer in = input(d, dom, rank_, 0, m);
         Buffer out = rank_ == root ? Buffer(d, m * p_) : Buffer();
         finish(pg_.gatherIntoTensor(rank_ == root ? out.ref() : TensorRef{}, in.ref(), options(op, root)));
-        if (rank_ == root) {
-          for (int r = 0; r < p_; ++r) expectInput("block r", out, static_cast<size_t>(r * m), dom, r, 0, m);
-          expectGuard(out);
-        }
+        if (rank_ == root) expectGathered(out, dom, m);
         break;
       }
       case Operation::kScatter: {
-        std::vector<Buffer> ins;
-        std::vector<TensorRef> refs;
+        std::vector<Buffer> ins;  // none but at the root
         if (rank_ == root) {
           for (int j = 0; j < p_; ++j) ins.push_back(input(d, dom, root, j * m, m));
-          for (auto& b : ins) refs.push_back(b.ref());
         }
         Buffer out(d, m);
-        finish(pg_.scatter(out.ref(), refs, options(op, root)));
+        finish(pg_.scatter(out.ref(), refsOf(ins), options(op, root)));
         expectInput("result", out, 0, dom, root, rank_ * m, m);
         expectGuard(out);
         break;
@@ -326,14 +326,11 @@ class MatrixRunner {
         };
         auto mine = sendOffsets(rank_);
         std::vector<Buffer> ins, outs;
-        std::vector<TensorRef> inRefs, outRefs;
         for (int j = 0; j < p_; ++j) {
           ins.push_back(input(d, dom, rank_, mine[static_cast<size_t>(j)], pairCount(m, rank_, j)));
           outs.emplace_back(d, pairCount(m, j, rank_));
         }
-        for (auto& b : ins) inRefs.push_back(b.ref());
-        for (auto& b : outs) outRefs.push_back(b.ref());
-        finish(pg_.allToAll(outRefs, inRefs, options()));
+        finish(pg_.allToAll(refsOf(outs), refsOf(ins), options()));
         for (int i = 0; i < p_; ++i) {
           auto theirs = sendOffsets(i);
           expectInput("outputs[i]", outs[static_cast<size_t>(i)], 0, dom, i, theirs[static_cast<size_t>(rank_)],
