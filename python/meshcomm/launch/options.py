@@ -6,62 +6,60 @@ import os
 import shutil
 
 
+def _option(*names, **kwargs):
+    """One of meshrun's options as _OPTIONS lists it: (names, argparse
+    keyword arguments), each --dashed-name followed by torchrun's
+    --underscored_name spelling of it (argparse stores the value under the
+    first long name, underscored)."""
+    spelled = []
+    for name in names:
+        spelled.append(name)
+        if name.startswith("--") and "-" in name[2:]:
+            spelled.append("--" + name[2:].replace("-", "_"))
+    return tuple(spelled), kwargs
+
+
 # meshrun's options: (names, argparse keyword arguments). The table is used
 # both to build the parser and to find where meshrun's options end and the
 # target's arguments begin (see _split_argv), so the two cannot disagree.
 _OPTIONS = [
-    (("--nproc-per-node", "--nproc_per_node"),
-     dict(dest="nproc_per_node", default="1", metavar="N",
-          help="workers to start on this node; 'auto' or 'cpu' means one per "
-               "usable CPU (default 1)")),
-    (("--nnodes",),
-     dict(type=int, default=1, metavar="M", help="number of nodes (default 1)")),
-    (("--node-rank", "--node_rank"),
-     dict(dest="node_rank", type=int, default=0, metavar="K",
-          help="this node's index, 0 .. nnodes-1 (default 0)")),
-    (("--master-addr", "--master_addr"),
-     dict(dest="master_addr", default="127.0.0.1", metavar="ADDR",
-          help="address of node 0, where meshrun hosts the store (default 127.0.0.1)")),
-    (("--master-port", "--master_port"),
-     dict(dest="master_port", type=int, default=None, metavar="PORT",
-          help="port of the store on node 0; required with --nnodes > 1, a free "
-               "port by default on one node")),
-    (("--standalone",),
-     dict(action="store_true",
-          help="one node with a free port (as torchrun's --standalone)")),
-    (("--log-dir", "--log_dir"),
-     dict(dest="log_dir", default=None, metavar="DIR",
-          help="write each worker's output to DIR/rank_R.stdout and "
-               "DIR/rank_R.stderr instead of the console")),
-    (("--tee",),
-     dict(action="store_true",
-          help="with --log-dir, also forward the output to the console")),
-    (("--max-restarts", "--max_restarts"),
-     dict(dest="max_restarts", type=int, default=0, metavar="N",
-          help="restart all workers up to N times after a failure (one node "
-               "only; default 0)")),
-    (("--on-worker-failure", "--on_worker_failure"),
-     dict(dest="on_worker_failure", choices=("stop", "continue"), default="stop",
-          help="when a worker fails: 'stop' the others (default), or let them "
-               "'continue' (for jobs that survive a lost rank)")),
-    (("--timeout",),
-     dict(type=float, default=None, metavar="S",
-          help="stop the job after S seconds, as if it got SIGTERM (workers "
-               "first write their flight recorders); exit status 124")),
-    (("--grace-seconds", "--grace_seconds"),
-     dict(dest="grace_seconds", type=float, default=5.0, metavar="S",
-          help="between SIGTERM and SIGKILL when stopping workers (default 5)")),
-    (("--keep-dumps", "--keep_dumps"),
-     dict(dest="keep_dumps", action="store_true",
-          help="keep the job's flight recorder dumps in their default folder even "
-               "when every worker exits 0 (as MESHCOMM_KEEP_DUMPS=1); by default "
-               "that folder is removed then")),
-    (("-m", "--module"),
-     dict(action="store_true",
-          help="the target is a Python module, run as 'python -m'")),
-    (("--no-python", "--no_python"),
-     dict(dest="no_python", action="store_true",
-          help="the target is a program to execute directly, not a Python script")),
+    _option("--nproc-per-node", default="1", metavar="N",
+            help="workers to start on this node; 'auto' or 'cpu' means one per "
+                 "usable CPU (default 1)"),
+    _option("--nnodes", type=int, default=1, metavar="M", help="number of nodes (default 1)"),
+    _option("--node-rank", type=int, default=0, metavar="K",
+            help="this node's index, 0 .. nnodes-1 (default 0)"),
+    _option("--master-addr", default="127.0.0.1", metavar="ADDR",
+            help="address of node 0, where meshrun hosts the store (default 127.0.0.1)"),
+    _option("--master-port", type=int, default=None, metavar="PORT",
+            help="port of the store on node 0; required with --nnodes > 1, a free "
+                 "port by default on one node"),
+    _option("--standalone", action="store_true",
+            help="one node with a free port (as torchrun's --standalone)"),
+    _option("--log-dir", default=None, metavar="DIR",
+            help="write each worker's output to DIR/rank_R.stdout and "
+                 "DIR/rank_R.stderr instead of the console"),
+    _option("--tee", action="store_true",
+            help="with --log-dir, also forward the output to the console"),
+    _option("--max-restarts", type=int, default=0, metavar="N",
+            help="restart all workers up to N times after a failure (one node "
+                 "only; default 0)"),
+    _option("--on-worker-failure", choices=("stop", "continue"), default="stop",
+            help="when a worker fails: 'stop' the others (default), or let them "
+                 "'continue' (for jobs that survive a lost rank)"),
+    _option("--timeout", type=float, default=None, metavar="S",
+            help="stop the job after S seconds, as if it got SIGTERM (workers "
+                 "first write their flight recorders); exit status 124"),
+    _option("--grace-seconds", type=float, default=5.0, metavar="S",
+            help="between SIGTERM and SIGKILL when stopping workers (default 5)"),
+    _option("--keep-dumps", action="store_true",
+            help="keep the job's flight recorder dumps in their default folder even "
+                 "when every worker exits 0 (as MESHCOMM_KEEP_DUMPS=1); by default "
+                 "that folder is removed then"),
+    _option("-m", "--module", action="store_true",
+            help="the target is a Python module, run as 'python -m'"),
+    _option("--no-python", action="store_true",
+            help="the target is a program to execute directly, not a Python script"),
 ]
 
 _USAGE = ("meshrun [options] [--] (script.py | -m module | --no-python program) "
