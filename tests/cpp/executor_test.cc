@@ -108,6 +108,19 @@ Executor::Body finished(std::function<void()> f) {
 
 class ExecutorTest : public ::testing::Test {
  protected:
+  // A body that leaves one receive from rank 1 in flight, due `within` of
+  // when it runs and described as `during`: it completes only once
+  // release()d.
+  Executor::Body unanswered(std::chrono::milliseconds within, std::string during = {}) {
+    return [this, within, during = std::move(during)] {
+      Executor::Pending p;
+      p.requests.push_back(transport_.postRecv(1, 1, {}, nullptr, 0));
+      p.deadline = Deadline::after(within);
+      p.during = during;
+      return p;
+    };
+  }
+
   ReleasedTransport transport_;
   std::unique_ptr<Executor> executor_ = std::make_unique<Executor>("test_group", transport_);
 };
@@ -319,13 +332,7 @@ TEST_F(ExecutorTest, RequestsLeftInFlightCompleteInTheBackground) {
 // Requests still in flight at their deadline: Timeout, and the group
 // breaks (a half-finished transfer leaves the stream unusable).
 TEST_F(ExecutorTest, RequestsInFlightPastTheirDeadlineTimeOutAndBreakTheGroup) {
-  auto pending = executor_->submit("async", [&] {
-    Executor::Pending p;
-    p.requests.push_back(transport_.postRecv(1, 1, {}, nullptr, 0));
-    p.deadline = Deadline::after(100ms);
-    p.during = "async receive from rank 1";
-    return p;
-  }, false);
+  auto pending = executor_->submit("async", unanswered(100ms, "async receive from rank 1"), false);
   std::string what;
   EXPECT_EQ(catchError([&] { pending->wait(5s); }, &what), Caught::kTimeout);
   EXPECT_NE(what.find("async receive from rank 1: Timed out waiting for"), std::string::npos) << what;
@@ -336,12 +343,7 @@ TEST_F(ExecutorTest, RequestsInFlightPastTheirDeadlineTimeOutAndBreakTheGroup) {
 // Destroying the executor runs what is queued first; what is still in
 // flight then fails with Aborted.
 TEST_F(ExecutorTest, DestructionRunsQueuedWorkAndAbortsWorkInFlight) {
-  auto inFlight = executor_->submit("never answered", [&] {
-    Executor::Pending p;
-    p.requests.push_back(transport_.postRecv(1, 1, {}, nullptr, 0));
-    p.deadline = Deadline::after(60s);
-    return p;
-  }, false);
+  auto inFlight = executor_->submit("never answered", unanswered(60s), false);
   auto slow = executor_->submit("slow", finished([] { std::this_thread::sleep_for(50ms); }), false);
   std::atomic<int> ran{0};
   std::vector<std::shared_ptr<Work>> queued;
