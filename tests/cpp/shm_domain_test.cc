@@ -147,38 +147,37 @@ TEST_F(ShmDomainTest, WriterRunsAheadByPartsButNeverOverUnreadRounds) {
   constexpr size_t kRounds = 40;
   const size_t partsOf[] = {2, 8, 16};
   auto value = [](int op, size_t round, size_t i) { return static_cast<uint8_t>(op * 131 + round * 7 + i); };
+  // Runs `round(op, o, parts, k)` for every round of every operation, as
+  // one local rank.
+  auto run = [&](int local, const char* role, auto round) {
+    for (int o = 0; o < kOps; ++o) {
+      const OpContext ctx = opContext("shm_test_group", role, std::chrono::seconds(20));
+      ShmOp op(views.view(local), ctx, sig);
+      for (size_t k = 0; k < kRounds; ++k) round(op, o, partsOf[o % 3], k);
+    }
+  };
   std::atomic<size_t> roundsRead{0};
   std::vector<size_t> maxLead(kOps, 0);
   std::thread writer([&] {
     size_t written = 0;
-    for (int o = 0; o < kOps; ++o) {
-      const size_t parts = partsOf[o % 3];
-      const OpContext ctx = opContext("shm_test_group", "writer", std::chrono::seconds(20));
-      ShmOp op(views.view(0), ctx, sig);
-      for (size_t k = 0; k < kRounds; ++k) {
-        uint8_t* part = op.begin(parts);
-        for (size_t i = 0; i < op.slotPartBytes(parts); ++i) part[i] = value(o, k, i);
-        op.publish();
-        ++written;
-        maxLead[o] = std::max(maxLead[o], written - roundsRead.load());
-      }
-    }
+    run(0, "writer", [&](ShmOp& op, int o, size_t parts, size_t k) {
+      uint8_t* part = op.begin(parts);
+      for (size_t i = 0; i < op.slotPartBytes(parts); ++i) part[i] = value(o, k, i);
+      op.publish();
+      ++written;
+      maxLead[o] = std::max(maxLead[o], written - roundsRead.load());
+    });
   });
   size_t wrong = 0;
-  for (int o = 0; o < kOps; ++o) {
-    const size_t parts = partsOf[o % 3];
-    const OpContext ctx = opContext("shm_test_group", "reader", std::chrono::seconds(20));
-    ShmOp op(views.view(1), ctx, sig);
-    for (size_t k = 0; k < kRounds; ++k) {
-      op.beginReading(parts);
-      op.publish();
-      op.wait(0);
-      if (k % 8 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      const uint8_t* part = op.slot(0);
-      for (size_t i = 0; i < op.slotPartBytes(parts); ++i) wrong += part[i] != value(o, k, i);
-      roundsRead.fetch_add(1);
-    }
-  }
+  run(1, "reader", [&](ShmOp& op, int o, size_t parts, size_t k) {
+    op.beginReading(parts);
+    op.publish();
+    op.wait(0);
+    if (k % 8 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const uint8_t* part = op.slot(0);
+    for (size_t i = 0; i < op.slotPartBytes(parts); ++i) wrong += part[i] != value(o, k, i);
+    roundsRead.fetch_add(1);
+  });
   writer.join();
   EXPECT_EQ(wrong, 0u) << "the writer overwrote rounds its reader had not read";
   for (int o = 0; o < kOps; ++o) {

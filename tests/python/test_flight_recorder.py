@@ -331,6 +331,7 @@ def test_meshrun_names_the_stopped_rank_and_the_operation(tmp_path):
 
 FAILS = """\
 import os
+import time
 import numpy as np
 import meshcomm
 meshcomm.init_process_group()
@@ -338,6 +339,9 @@ x = np.ones(16, np.float32)
 meshcomm.all_reduce(x)
 meshcomm.broadcast(x, src=0)
 if meshcomm.get_rank() == 2:
+    # Long enough for the others to be waiting for it in the next call
+    # even on a loaded machine: the diagnosis must find them there.
+    time.sleep(1)
     print("rank 2 crashes", flush=True)
     os._exit(1)
 meshcomm.all_reduce(x)
