@@ -18,8 +18,8 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root) {
   // parts of the slot area: the readers start copying out once the root
   // has copied in the first round, and the root copies on without waiting
   // for them (2 ranks, against a round of a chunk in two parts: 1 MiB 158
-  // -> 93 us, 16 MiB 1.9 -> 1.45 ms; 64 KiB in rounds of 16 KiB 0.86x the
-  // time of one round; docs/tuning.md). With more ranks than cores every
+  // -> 111 us per cell, 16 MiB 1.9 -> 1.45 ms; 64 KiB in rounds of 16 KiB
+  // 0.84x the time of one round; docs/tuning.md). With more ranks than cores every
   // round costs context switches (4 ranks on 2 cores, 1 MiB, rounds of
   // 128 KiB: 390 -> 586 us), so there a round stays a chunk.
   constexpr size_t kMinRound = size_t{16} << 10;

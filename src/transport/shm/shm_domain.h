@@ -10,11 +10,10 @@
 // once every flag shows k+1: no trailing barrier. A slot comes back every
 // second round (or, for rounds that split the two slots into more parts,
 // every `parts` rounds: ShmOp::begin), a cell and a flag line every kDepth
-// rounds. The depth
-// matters where some ranks wait for nobody (a broadcast's root, a reduce's
-// leaves): those run up to kDepth-1 small rounds ahead of their readers,
-// so a loop of them costs each rank its own work, not a rendezvous with
-// the slowest one.
+// rounds. The depth matters where some ranks wait for nobody (a
+// broadcast's root, a reduce's leaves): those run up to kDepth-1 small
+// rounds ahead of their readers, so a loop of them costs each rank its own
+// work, not a rendezvous with the slowest one.
 // Payloads of up to kInlineBytes travel in the flag line itself, so the
 // tiniest collectives move one cache line per rank.
 //
