@@ -74,3 +74,18 @@ def test_the_guide_names_files_that_exist():
         if not any(c.exists() for c in candidates):
             missing.append(name)
     assert not missing, f"docs/ARCHITECTURE.md names files that do not exist: {sorted(missing)}"
+
+
+def test_every_environment_variable_is_documented():
+    """docs/configuration.md says it lists every variable meshcomm reads:
+    every MESHCOMM_ name the library, its Python package and its tools spell
+    as a string must stand there."""
+    spelled = set()
+    for folder in ("src", "python/src", "python/meshcomm", "tools"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".cc", ".h", ".py") or (path.parent.name == "tools" and path.is_file()):
+                spelled |= set(re.findall(r"[\"'](MESHCOMM_[A-Z0-9_]+)[\"'=]", path.read_text(errors="replace")))
+    documented = set(re.findall(r"\bMESHCOMM_[A-Z0-9_]+\b", (ROOT / "docs/configuration.md").read_text()))
+    missing = sorted(spelled - documented)
+    assert spelled, "found no MESHCOMM_ variable in the sources: the search is broken"
+    assert not missing, f"read by meshcomm but missing from docs/configuration.md: {missing}"
