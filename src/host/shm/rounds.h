@@ -61,6 +61,31 @@ inline size_t roundsFor(size_t bytes, size_t piece) {
   return std::max<size_t>(1, ceilDiv(bytes, piece));
 }
 
+// The most parts of the slot area (ShmOp::begin) that each hold a round
+// of `roundBytes`: a rank whose rounds need nobody's data runs that many
+// rounds ahead of its readers.
+inline size_t partsFor(const ShmOp& op, size_t roundBytes) {
+  size_t parts = 2;
+  while (parts < ShmDomain::kSlotParts && op.slotPartBytes(parts * 2) >= roundBytes) parts *= 2;
+  return parts;
+}
+
+// The rounds of a call whose writers run ahead of their readers (a
+// broadcast's root, a reduce's leaves), for a buffer of `bytes`. Where
+// rounds are cheap (the slot is no wider than the chunk: the host's ranks
+// have cores of their own, transport/shm/shm_setup.cc), a quarter of the
+// buffer, from 16 up to 64 KiB: the readers start once the first round is
+// in, and the writer copies on without waiting for them (docs/tuning.md,
+// "broadcast"). With more ranks than cores every round costs context
+// switches (4 ranks on 2 cores, 1 MiB broadcast in rounds of 128 KiB: 390
+// -> 586 us), so there a round stays a chunk.
+inline size_t aheadRoundBytes(const ShmOp& op, size_t bytes) {
+  constexpr size_t kMinRound = size_t{16} << 10;
+  constexpr size_t kMaxRound = size_t{64} << 10;
+  if (op.slotBytes() > op.chunkBytes()) return op.chunkBytes();
+  return std::clamp(bytes / 4, kMinRound, kMaxRound);
+}
+
 // Where a reduction over one input per local rank keeps its pointers: on
 // the stack (`onStack`, kStackInputs long) for the small calls whose
 // latency it matters to, in `heap` beyond.

@@ -33,7 +33,9 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root);
 // the chunk.
 void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes);
 
-// reduce.cc: the local rank `root`'s data becomes op over the domain's ranks.
+// reduce.cc: the local rank `root`'s data becomes op over the domain's ranks:
+// at 2 ranks with cores of their own reduceAtRoot in the rounds of a
+// broadcast, else slice-parallel.
 void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root);
 // The same with the root's result in `result` (count elements, overlapping
 // no input, or equal to the root's `data`; ignored on the other ranks), and
@@ -49,6 +51,10 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
 // outnumber its cores, and there every round costs context switches.
 void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
                   ReduceOp rop, int root);
+// The same in rounds of up to `roundBytes`, in as many parts of the slot
+// area as they allow, so the leaves copy in ahead of the root's reduction.
+void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
+                  ReduceOp rop, int root, size_t roundBytes);
 
 // all_gather.cc: every rank publishes its input in its slot, chunk by chunk, and
 // copies every other rank's out of theirs.
