@@ -92,10 +92,9 @@ void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outp
   // parts). The sizes agree, so every rank splits alike. With more ranks
   // than cores, rounds of a chunk in two parts, as before (4 ranks, 1 MiB:
   // 1.05x with more parts).
-  const bool aheadPays = op.slotBytes() == op.chunkBytes();
   const size_t region =
       std::max(kAlign, alignDown(std::min(aheadRoundBytes(op, largest), op.chunkBytes() / ranks)));
-  const size_t parts = aheadPays ? partsFor(op, region * ranks) : 2;
+  const size_t parts = roundsAreCheap(op) ? partsFor(op, region * ranks) : 2;
   MESHCOMM_CHECK(region * ranks <= op.slotPartBytes(parts),
                  "shared-memory slot too small for " << p << " ranks");
   const size_t rounds = roundsFor(largest, region);

@@ -24,7 +24,7 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
   // root, which reduces each round as it lands, instead of both reducing
   // a slice and the root copying both out (1 MiB 0.71x, 16 MiB 0.57x the
   // time; docs/tuning.md).
-  if (op.size() == 2 && op.slotBytes() == op.chunkBytes() && !fitsInline(count * es)) {
+  if (op.size() == 2 && roundsAreCheap(op) && !fitsInline(count * es)) {
     reduceAtRoot(op, data, result, count, dtype, rop, root, aheadRoundBytes(op, count * es));
     return;
   }

@@ -70,19 +70,23 @@ inline size_t partsFor(const ShmOp& op, size_t roundBytes) {
   return parts;
 }
 
+// Whether rounds are cheap: the slot is no wider than the chunk, which
+// means the host's ranks have cores of their own (transport/shm/
+// shm_setup.cc). With more ranks than cores every round costs context
+// switches.
+inline bool roundsAreCheap(const ShmOp& op) { return op.slotBytes() == op.chunkBytes(); }
+
 // The rounds of a call whose writers run ahead of their readers (a
 // broadcast's root, a reduce's leaves), for a buffer of `bytes`. Where
-// rounds are cheap (the slot is no wider than the chunk: the host's ranks
-// have cores of their own, transport/shm/shm_setup.cc), a quarter of the
+// rounds are cheap, a quarter of the
 // buffer, from 16 up to 64 KiB: the readers start once the first round is
 // in, and the writer copies on without waiting for them (docs/tuning.md,
-// "broadcast"). With more ranks than cores every round costs context
-// switches (4 ranks on 2 cores, 1 MiB broadcast in rounds of 128 KiB: 390
-// -> 586 us), so there a round stays a chunk.
+// "broadcast"). Elsewhere a round stays a chunk (4 ranks on 2 cores, 1 MiB
+// broadcast in rounds of 128 KiB: 390 -> 586 us).
 inline size_t aheadRoundBytes(const ShmOp& op, size_t bytes) {
   constexpr size_t kMinRound = size_t{16} << 10;
   constexpr size_t kMaxRound = size_t{64} << 10;
-  if (op.slotBytes() > op.chunkBytes()) return op.chunkBytes();
+  if (!roundsAreCheap(op)) return op.chunkBytes();
   return std::clamp(bytes / 4, kMinRound, kMaxRound);
 }
 
