@@ -30,10 +30,6 @@ constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 // How often a waiting rank looks beyond its own flags (pids, store).
 constexpr auto kLivenessEvery = std::chrono::milliseconds(50);
-// A sched_yield that returns later than this ran someone else for a time
-// slice: waits go to sleep instead of yielding again.
-constexpr auto kLongYield = std::chrono::microseconds(200);
-constexpr auto kNoYieldAfterLongYield = std::chrono::seconds(1);
 constexpr auto kStoreEvery = std::chrono::milliseconds(200);
 
 size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -469,17 +465,10 @@ void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ct
       checkLiveness(ctx, awaited, needed);
       nextLiveness = now + kLivenessEvery;
     }
-    if (now < yieldUntil && now >= noYieldUntil_) {
+    if (now < yieldUntil && contention_.yieldAllowed(now)) {
       sched_yield();
-      // A yield that kept this thread off its core for a time slice means
-      // other processes compete for it. Yielding again would hand them a
-      // slice per pass (and Linux's EEVDF scheduler moves a yielding
-      // thread's deadline a slice later each time, so ranks that yield
-      // often get a sliver of the CPU beside busy processes), while a
-      // sleeper is woken by the publisher and placed fairly: this wait and
-      // the next second's sleep instead.
-      if (Deadline::Clock::now() - now < kLongYield) continue;
-      noYieldUntil_ = Deadline::Clock::now() + kNoYieldAfterLongYield;
+      contention_.noteYield(now, Deadline::Clock::now());
+      if (contention_.yieldAllowed(now)) continue;
     }
     // Bounded, so liveness and the deadline are still checked while asleep.
     signalled = sleepOnce(ready, std::min<std::chrono::milliseconds>(ctx.deadline.remaining(),

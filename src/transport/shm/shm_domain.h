@@ -52,6 +52,7 @@
 
 #include "transport/host_domain.h"
 #include "transport/peer_monitor.h"
+#include "transport/shm/core_contention.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
@@ -251,9 +252,7 @@ class ShmDomain final : public HostDomain {
   // The round in which this rank last wrote each kSlotParts-th of its slot
   // area (0: never). Every rank has read it once they all reach the next.
   uint64_t slotWrittenIn_[kSlotParts] = {};
-  // Until when waits sleep without yielding first: a yield found other
-  // processes taking the core (see waitSlow).
-  Deadline::Clock::time_point noYieldUntil_{};
+  CoreContention contention_;  // whether waits yield or sleep (see waitSlow)
   uint64_t entrySeq_ = 0;     // the call this rank announced last, + 1 (0: none)
   MessageSignature entrySig_;
   Deadline::Clock::time_point nextStoreCheck_{};
