@@ -16,24 +16,26 @@ void yieldOf(CoreContention& c, Clock::time_point end, Clock::duration took) {
   c.noteYield(end - took, end);
 }
 
+// `count` yields of `took` back to back from `t`, which moves past them.
+void yieldsOf(CoreContention& c, Clock::time_point& t, int count, Clock::duration took) {
+  for (int i = 0; i < count; ++i) {
+    t += took;
+    yieldOf(c, t, took);
+  }
+}
+
 TEST(CoreContention, ShortYieldsNeverStopYielding) {
   CoreContention c;
   auto t = Clock::now();
-  for (int i = 0; i < 100000; ++i) {
-    t += microseconds(900);
-    yieldOf(c, t, microseconds(900));
-  }
+  yieldsOf(c, t, 100000, microseconds(900));
   EXPECT_TRUE(c.yieldAllowed(t));
 }
 
 TEST(CoreContention, OneLongYieldAmongShortOnesKeepsYielding) {
   CoreContention c;
   auto t = Clock::now();
-  yieldOf(c, t, milliseconds(5));
-  for (int i = 0; i < 1000; ++i) {
-    t += microseconds(3);
-    yieldOf(c, t, microseconds(3));
-  }
+  yieldsOf(c, t, 1, milliseconds(5));
+  yieldsOf(c, t, 1000, microseconds(3));
   EXPECT_TRUE(c.yieldAllowed(t));
 }
 
@@ -65,14 +67,10 @@ TEST(CoreContention, LongYieldsFurtherApartThanTheWindowKeepYielding) {
 TEST(CoreContention, CountingStartsAfreshAfterASleep) {
   CoreContention c;
   auto t = Clock::now();
-  for (int i = 0; i < CoreContention::kLongYieldsToSleep; ++i) {
-    t += milliseconds(2);
-    yieldOf(c, t, milliseconds(2));
-  }
+  yieldsOf(c, t, CoreContention::kLongYieldsToSleep, milliseconds(2));
   t += CoreContention::kSleepFor;
   ASSERT_TRUE(c.yieldAllowed(t));
-  t += milliseconds(2);
-  yieldOf(c, t, milliseconds(2));
+  yieldsOf(c, t, 1, milliseconds(2));
   EXPECT_TRUE(c.yieldAllowed(t));
 }
 
