@@ -467,6 +467,8 @@ void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ct
     }
     if (now < yieldUntil && contention_.yieldAllowed(now)) {
       sched_yield();
+      // Yields that keep finding other processes on this core send this
+      // wait, and the next second's, to sleep (core_contention.h).
       contention_.noteYield(now, Deadline::Clock::now());
       if (contention_.yieldAllowed(now)) continue;
     }
