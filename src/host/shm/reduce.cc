@@ -24,19 +24,20 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
   // root, which reduces each round as it lands, instead of both reducing
   // a slice and the root copying both out (1 MiB 0.71x, 16 MiB 0.57x the
   // time; docs/tuning.md).
-  if (op.size() == 2 && roundsAreCheap(op) && !fitsInline(count * es)) {
-    reduceAtRoot(op, data, result, count, dtype, rop, root, aheadRoundBytes(op, count * es));
+  const size_t total = count * es;
+  if (p == 2 && roundsAreCheap(op) && !fitsInline(total)) {
+    reduceAtRoot(op, data, result, count, dtype, rop, root, aheadRoundBytes(op, total));
     return;
   }
-  if (fitsInline(count * es)) {
+  if (fitsInline(total)) {
     // The mirror image of a small broadcast: the leaves publish and return,
     // up to kDepth rounds ahead of the root.
     op.beginCell();
-    copy(op.inlineData(), bytes, count * es);
+    copy(op.inlineData(), bytes, total);
     op.publish();
     if (!isRoot) return;
     alignas(64) uint8_t own[ShmDomain::kInlineBytes];  // see reduceInlineLines
-    copy(own, bytes, count * es);
+    copy(own, bytes, total);
     op.waitAll();
     reduceInlineLines(op, own, 0, out, count, dtype, rop);
     return;

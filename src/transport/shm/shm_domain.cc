@@ -466,11 +466,14 @@ void ShmDomain::waitSlow(const std::function<bool()>& ready, const OpContext& ct
       nextLiveness = now + kLivenessEvery;
     }
     if (now < yieldUntil && contention_.yieldAllowed(now)) {
-      sched_yield();
       // Yields that keep finding other processes on this core send this
-      // wait, and the next second's, to sleep (core_contention.h).
-      contention_.noteYield(now, Deadline::Clock::now());
-      if (contention_.yieldAllowed(now)) continue;
+      // wait, and the next second's, to sleep (core_contention.h). Timed
+      // apart from the liveness check above, which may ask the store.
+      const auto yieldStart = Deadline::Clock::now();
+      sched_yield();
+      const auto yieldEnd = Deadline::Clock::now();
+      contention_.noteYield(yieldStart, yieldEnd);
+      if (contention_.yieldAllowed(yieldEnd)) continue;
     }
     // Bounded, so liveness and the deadline are still checked while asleep.
     signalled = sleepOnce(ready, std::min<std::chrono::milliseconds>(ctx.deadline.remaining(),
