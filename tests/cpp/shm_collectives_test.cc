@@ -55,6 +55,14 @@ TEST_P(ShmAlgorithms, StreamedOutputs) {
   runMatrix(spec, {{"MESHCOMM_SHM_STREAM_BYTES", "1"}, {"MESHCOMM_SHM_SLOT_BYTES", "12288"}});
 }
 
+// Every copy of 64 KiB or more into a slot with non-temporal stores, as
+// SlotStores picks them while the readers' cores are far (on 2 cores only
+// the 2-rank jobs have cores of their own and take that path).
+TEST_P(ShmAlgorithms, StreamedSlots) {
+  MatrixSpec spec{"slot stores=streaming", allFamilies(), true};
+  runMatrix(spec, {{"MESHCOMM_SHM_SLOT_STORES", "streaming"}});
+}
+
 TEST_P(ShmAlgorithms, SingleCopyAllReduce) {
   MatrixSpec spec{"shm_single_copy", {Operation::kAllReduce}, true};
   runMatrix(spec, {{"MESHCOMM_ALGO_ALLREDUCE", "shm_single_copy"}});

@@ -21,7 +21,7 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const 
     const size_t off = k * piece;
     uint8_t* mine = op.begin();
     if (useInline) mine = op.inlineData();
-    if (off < inputBytes) copy(mine, in + off, std::min(piece, inputBytes - off));
+    if (off < inputBytes) copyIn(op, mine, in + off, std::min(piece, inputBytes - off));
     op.publish();
     op.waitAll();
     for (int i = 0; i < p; ++i) {

@@ -23,7 +23,7 @@ void oneShotRound(ShmOp& op, uint8_t* data, size_t count, DType dtype, ReduceOp 
     copy(own, data, bytes);
     mine = op.inlineData();
   }
-  copy(mine, data, bytes);
+  copyIn(op, mine, data, bytes);
   op.publish();
   op.waitAll();
   if (useInline) {

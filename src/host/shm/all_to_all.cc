@@ -113,7 +113,7 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
     for (int j = 0; j < p; ++j) {
       const Block& s = sends[static_cast<size_t>(j)];
       if (j == me || off >= s.bytes) continue;
-      copy(mine + regionIndex(me, j) * region, s.data + off, std::min(region, s.bytes - off));
+      copyIn(op, mine + regionIndex(me, j) * region, s.data + off, std::min(region, s.bytes - off));
     }
     op.publish();
     op.waitAll();

@@ -45,7 +45,7 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes)
     const size_t off = k * piece;
     const size_t n = std::min(piece, bytes - off);
     if (isRoot) {
-      copy(op.begin(parts), out + off, n);
+      copyIn(op, op.begin(parts), out + off, n);
       op.publish();
       continue;
     }

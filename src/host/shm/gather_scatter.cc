@@ -56,7 +56,7 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Blo
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     const size_t n = off < inputBytes ? std::min(piece, inputBytes - off) : 0;
-    copy(op.begin(), in + off, n);
+    copyIn(op, op.begin(), in + off, n);
     if (k == 0) {
       rounds = roundsFor(exchangeSizes(op, inputBytes, isRoot ? &outputs : nullptr, "gather"),
                          piece);
@@ -105,7 +105,7 @@ void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outp
       for (int j = 0; j < p; ++j) {
         const Block& b = inputs[static_cast<size_t>(j)];
         if (j != root && off < b.bytes) {
-          copy(mine + static_cast<size_t>(j) * region, b.data + off, std::min(region, b.bytes - off));
+          copyIn(op, mine + static_cast<size_t>(j) * region, b.data + off, std::min(region, b.bytes - off));
         }
       }
       op.publish();

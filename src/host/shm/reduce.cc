@@ -79,7 +79,7 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
     if (!isRoot) {
-      copy(op.begin(parts), bytes + off * es, n * es);
+      copyIn(op, op.begin(parts), bytes + off * es, n * es);
       op.publish();
       continue;  // the root's waits check the leaves, as in a broadcast
     }

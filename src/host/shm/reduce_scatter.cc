@@ -60,7 +60,7 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
     for (int j = 0; j < p; ++j) {
       size_t count = blockCounts[static_cast<size_t>(j)];
       if ((j == me && ownFromInput) || first >= count) continue;
-      copy(mine + static_cast<size_t>(j) * chunk * es, in + (offs[static_cast<size_t>(j)] + first) * es,
+      copyIn(op, mine + static_cast<size_t>(j) * chunk * es, in + (offs[static_cast<size_t>(j)] + first) * es,
            std::min(chunk, count - first) * es);
     }
     op.publish();

@@ -33,8 +33,8 @@ void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, Reduc
   // Only the slices the others reduce go through the slot: this rank reads
   // its own straight from `part`.
   uint8_t* mine = op.begin();
-  copy(mine, part, mySliceBytes);
-  copy(mine + mySliceEnd, part + mySliceEnd, n * es - mySliceEnd);
+  copyIn(op, mine, part, mySliceBytes);
+  copyIn(op, mine + mySliceEnd, part + mySliceEnd, n * es - mySliceEnd);
   op.publish();
   op.waitAll();
   std::vector<const void*> inputs = slotsAt(op, mySliceBytes);

@@ -23,6 +23,7 @@
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
 #include "common/stream_copy.h"
+#include "host/shm/slot_stores.h"
 #include "transport/shm/shm_domain.h"
 
 namespace meshcomm::host::shm {
@@ -75,6 +76,17 @@ inline size_t partsFor(const ShmOp& op, size_t roundBytes) {
 // shm_setup.cc). With more ranks than cores every round costs context
 // switches.
 inline bool roundsAreCheap(const ShmOp& op) { return op.slotBytes() == op.chunkBytes(); }
+
+// A copy into this rank's own slot (or cell, or inline area), which its
+// peers will read: large ones store as SlotStores says where the ranks
+// have cores of their own (host/shm/slot_stores.h).
+inline void copyIn(const ShmOp& op, void* slot, const void* from, size_t bytes) {
+  if (bytes >= SlotStores::kMinBytes && roundsAreCheap(op)) {
+    copyIntoSlot(slot, from, bytes, slotStoreSetting());
+  } else {
+    copy(slot, from, bytes);
+  }
+}
 
 // The rounds of a call whose writers run ahead of their readers (a
 // broadcast's root, a reduce's leaves), for a buffer of `bytes`. Where

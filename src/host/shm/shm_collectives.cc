@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "host/shm/rounds.h"
+#include "host/shm/slot_stores.h"
 #include "host/shm/variants.h"
 #include "transport/shm/shm_domain.h"
 
@@ -121,6 +122,9 @@ class ShmCollectives final : public HostCollectives {
 }  // namespace
 
 const HostCollectives& shmCollectives() {
+  // A malformed MESHCOMM_SHM_SLOT_STORES fails the group's creation, not a
+  // collective halfway through its rounds.
+  shm::slotStoreSetting();
   static const ShmCollectives kShm;
   return kShm;
 }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -81,6 +82,11 @@ void ShmSegment::unlink() {
   if (unlinked_ || name_.empty()) return;
   unlinked_ = true;
   ::shm_unlink(name_.c_str());  // ENOENT: another member got there first
+}
+
+void ShmSegment::prefaultForWriting(size_t offset, size_t bytes) {
+  if (data_ == nullptr || offset >= size_) return;
+  ::madvise(data_ + offset, std::min(bytes, size_ - offset), MADV_POPULATE_WRITE);
 }
 
 void ShmSegment::release() {

@@ -39,6 +39,12 @@ class ShmSegment {
   // Removes the name from /dev/shm (idempotent); existing mappings stay.
   void unlink();
 
+  // Maps the pages of [offset, offset + bytes) into this process for
+  // writing now, so that the first stores there do not each take a page
+  // fault (a first 512 KiB copy into a slot takes 6-7 times as long as the
+  // next). Best effort: kernels before 5.14 fault the pages in as used.
+  void prefaultForWriting(size_t offset, size_t bytes);
+
  private:
   ShmSegment(std::string name, uint8_t* data, size_t size, bool owner)
       : name_(std::move(name)), data_(data), size_(size), owner_(owner) {}
