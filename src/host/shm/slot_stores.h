@@ -14,7 +14,7 @@
 // write 512 KiB in 24-28 us and the reader copies them from memory at
 // 14-18 GB/s, wherever the cores are. So plain stores win near (a 1 MiB
 // all_reduce at 2 ranks: 150 against 200-250 us) and streaming wins far
-// (330 against 245 us). The writer can tell which holds from its own plain
+// (258 against 364 us). The writer can tell which holds from its own plain
 // copies: far, they run 4-5 times slower.
 //
 // MESHCOMM_SHM_SLOT_STORES=cached or =streaming fixes the choice for every
