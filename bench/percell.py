@@ -43,6 +43,14 @@ one element per rank) is dropped from the cell with a note; one that fails
 (a timeout, a failed --check, any other exit) is run again in the next
 round, and dropped from the cell after failing twice.
 
+Before each run, bench/probes/core_placement.c (built into --out DIR)
+measures how long a cache line takes between CPU 0 and CPU 1. On a virtual
+machine the host moves the vCPUs, and a line's round trip is 75-160 ns for
+seconds, then 400-600 ns (docs/tuning.md, "Where the cores are"), which
+changes what every shared-memory library costs. The report sorts each
+cell's rounds by the reference's run: near (below 250 ns) or far, with the
+median ratio against the best peer in each. --no-placement skips it.
+
 Output in --out DIR: runs.csv (every run, appended as it ends), settings.json
 (the run's parameters and why it stopped), report.md (per-cell verdicts,
 per-peer ratios, per-library times) and, when matplotlib is importable,
@@ -61,6 +69,7 @@ import re
 import shlex
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -149,6 +158,9 @@ class Run:
     note: str = ""
     timestamp: str = ""
     load1: float | None = None
+    # bench/probes/core_placement.c's cache-line round trip between CPU 0
+    # and CPU 1, measured just before this run (None: not measured).
+    round_trip_ns: float | None = None
 
     @property
     def cell(self):
@@ -157,7 +169,8 @@ class Run:
 
 FIELDS = [f.name for f in fields(Run)]
 CONVERT = {"round": int, "position": int, "nranks": int, "size": int, "bytes": int,
-           "time_us": float, "busbw_gbps": float, "exit": int, "load1": float}
+           "time_us": float, "busbw_gbps": float, "exit": int, "load1": float,
+           "round_trip_ns": float}
 
 
 def write_run(f, run):
@@ -269,6 +282,56 @@ def summarize(cell, cell_runs, min_rounds, lib_order=LIBS, reference="meshcomm")
     else:
         verdict = decide(ratios, target, min_rounds)
     return CellResult(cell, target, stats, peer_ratios, best, ratios, verdict)
+
+
+FAR_ROUND_TRIP_NS = 250.0
+
+
+def ratios_by_placement(result, cell_runs, reference="meshcomm"):
+    """The cell's per-round ratios against its best peer, split by where the
+    CPUs were when the reference ran: {"near": [...], "far": [...]}; rounds
+    whose reference run has no probe are left out."""
+    out = {"near": [], "far": []}
+    if result.best is None:
+        return out
+    by_lib = defaultdict(dict)
+    for r in cell_runs:
+        if r.outcome == "ok":
+            by_lib[r.lib][r.round] = r
+    mine, peer = by_lib.get(reference, {}), by_lib.get(result.best, {})
+    for k in sorted(set(mine) & set(peer)):
+        m, p = mine[k], peer[k]
+        if m.round_trip_ns is None:
+            continue
+        ratio = (m.time_us / p.time_us if result.target.measure == "time"
+                 else run_busbw(m) / run_busbw(p))
+        out["far" if m.round_trip_ns >= FAR_ROUND_TRIP_NS else "near"].append(ratio)
+    return out
+
+
+class PlacementProbe:
+    """bench/probes/core_placement.c, built into a results directory; calling
+    it returns the round trip in ns, or None where it cannot run (one CPU,
+    no compiler, no AVX2)."""
+
+    def __init__(self, out_dir):
+        self.binary = os.path.join(out_dir, "core_placement")
+        source = os.path.join(HERE, "probes", "core_placement.c")
+        try:
+            subprocess.run(["gcc", "-O2", "-mavx2", "-pthread", "-o", self.binary, source],
+                           check=True, capture_output=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            self.binary = None
+
+    def __call__(self):
+        if self.binary is None:
+            return None
+        try:
+            out = subprocess.run([self.binary, "--rounds", "20"], capture_output=True, text=True,
+                                 check=True, timeout=60).stdout
+            return float(out.split()[2])  # "round trip 112 ns | ..."
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return None
 
 
 def lib_key(lib, order=LIBS):
@@ -478,6 +541,20 @@ def report(out_dir, min_rounds=None):
                  if p in res.peer_ratios else "n/a" for p in peers]
         lines.append(f"| {cell_name(res.cell)} | " + " | ".join(cells) + " |")
 
+    split = {res.cell: ratios_by_placement(res, by_cell[res.cell], reference) for res in results}
+    if any(v["near"] or v["far"] for v in split.values()):
+        lines.append(f"\n## By placement: {reference}'s ratio to the best peer\n")
+        lines.append(f"Rounds sorted by the cache-line round trip between CPU 0 and CPU 1 just "
+                     f"before {reference}'s run (`bench/probes/core_placement.c`): near below "
+                     f"{FAR_ROUND_TRIP_NS:.0f} ns, far from there. Median [min-max] (rounds), "
+                     "in the target's measure.\n")
+        lines.append("| cell | best peer | near | far |")
+        lines.append("|---|---|---:|---:|")
+        for res in results:
+            v = split[res.cell]
+            cols = [f"{fmt_ratios(v[k])} ({len(v[k])})" if v[k] else "-" for k in ("near", "far")]
+            lines.append(f"| {cell_name(res.cell)} | {res.best or '-'} | " + " | ".join(cols) + " |")
+
     lines.append("\n## Per library: time and busbw over rounds\n")
     lines.append("busbw from bytes and time with nccl-tests factors (`meshcomm-bench --help`).\n")
     lines.append("| cell | library | rounds | time min (us) | time median (us) "
@@ -550,6 +627,8 @@ def parse_args(argv):
     p.add_argument("--iters", type=positive, help="timed iterations (default: adaptive)")
     p.add_argument("--warmup", type=int, help="untimed iterations (default 5)")
     p.add_argument("--check", action="store_true", help="verify each run's results")
+    p.add_argument("--no-placement", action="store_true",
+                   help="do not probe where the CPUs are before each run")
     p.add_argument("--out", help="results directory (default bench/results/percell-TIMESTAMP)")
     p.add_argument("--quick", action="store_true",
                    help="shm, all_reduce, 2 ranks, 8 B, 64 KiB and 1 MiB, 5 rounds; "
@@ -645,9 +724,14 @@ def main(argv):
                       else f"{run.outcome}, exit {run.exit}: {run.note}")
             say(f"round {run.round}.{run.position} {cell_name(run.cell)} {run.lib}: {result}")
 
+        probe = (lambda: None) if args.no_placement else PlacementProbe(out_dir)
+
+        def measure(lib, cell):
+            round_trip = probe()
+            return dict(run_peer(lib, cell, args.timeout, extra), round_trip_ns=round_trip)
+
         driver = Driver(cells, args.libs, args.rounds, args.max_rounds, args.budget_min * 60,
-                        lambda lib, cell: run_peer(lib, cell, args.timeout, extra), record,
-                        log=say, reference=args.reference)
+                        measure, record, log=say, reference=args.reference)
 
         def stop(signum, frame):
             raise KeyboardInterrupt

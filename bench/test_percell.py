@@ -375,6 +375,41 @@ def test_runs_csv_round_trip_and_report(tmp_path):
     assert any("met 1" in line for line in lines)
 
 
+def test_ratios_split_by_where_the_reference_ran(tmp_path):
+    cell = ("shm", "all_reduce", 2, 8)
+    runs = runs_of(cell, {"meshcomm": [5, 9, 5, 10], "impi": [10, 10, 10, 10]})
+    # The reference's runs: near, far, near, not probed; the peer's probes
+    # do not count.
+    probes = {(1, "meshcomm"): 100.0, (2, "meshcomm"): 480.0, (3, "meshcomm"): 249.0,
+              (1, "impi"): 600.0, (2, "impi"): 90.0}
+    for r in runs:
+        r.round_trip_ns = probes.get((r.round, r.lib))
+    result = summarize(cell, runs, 2)
+    split = percell.ratios_by_placement(result, runs)
+    assert split == {"near": [0.5, 0.5], "far": [0.9]}
+    with open(tmp_path / "runs.csv", "w", newline="") as f:
+        percell.csv.writer(f).writerow(percell.FIELDS)
+        for r in runs:
+            percell.write_run(f, r)
+    assert percell.read_runs(tmp_path / "runs.csv") == runs
+    percell.report(str(tmp_path), min_rounds=2)
+    text = (tmp_path / "report.md").read_text()
+    assert "## By placement" in text
+    assert "| shm all_reduce 2 ranks 8 B | impi | 0.500 [0.500-0.500] (2) | 0.900 [0.900-0.900] (1) |" \
+        in text
+
+
+def test_no_placement_section_without_probes(tmp_path):
+    cell = ("shm", "all_reduce", 2, 8)
+    runs = runs_of(cell, {"meshcomm": [5, 5], "impi": [10, 10]})
+    with open(tmp_path / "runs.csv", "w", newline="") as f:
+        percell.csv.writer(f).writerow(percell.FIELDS)
+        for r in runs:
+            percell.write_run(f, r)
+    percell.report(str(tmp_path), min_rounds=2)
+    assert "## By placement" not in (tmp_path / "report.md").read_text()
+
+
 # ---- run_peer(): run_peer.sh's exit status and output, from a stand-in ----
 
 FAKE_RUN_PEER = r"""

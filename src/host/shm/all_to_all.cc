@@ -79,7 +79,7 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
     uint8_t* entry = mine + regionIndex(me, j) * region;
     const auto size = static_cast<uint64_t>(s.bytes);
     std::memcpy(entry, &size, sizeof(size));
-    copy(entry + firstDataOffset(s.bytes), s.data, firstBytes(s.bytes, region));
+    copyIn(op, entry + firstDataOffset(s.bytes), s.data, firstBytes(s.bytes, region));
   }
   const uint64_t mark = largest | (sendInline ? kBlocksInline : 0);
   std::memcpy(line, &mark, sizeof(mark));
