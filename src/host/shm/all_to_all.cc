@@ -79,7 +79,7 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
   // region carries data from its first byte, and a block as large as the
   // region takes one round instead of a second one for its last line. (2
   // ranks, 1 MiB against 1 MiB - 128 B, which fit in one round before: 0.88x
-  // the time in one run of 16 alternations, even in two later ones; the
+  // the time in one run of 16 alternations, 0.97-1.02 in two later ones; the
   // second round had also put every call's large copy in the same half of
   // the slot, whose lines the peer had read the call before.)
   const bool sizeInFlag = p == 2;
