@@ -250,7 +250,11 @@ bool writerRuns(int folderFd, const std::string& name) {
 
 struct Candidate {
   std::string name;
-  int64_t writtenAt = 0;  // seconds: the newest change of the folder or a file in it
+  // Seconds: the newest change of a file in it (the marker included). Not the
+  // folder's own time, which a removal of its files in another process
+  // makes "now": then a folder half-way out would count as the newest, and
+  // a concurrent pruner of the same root would remove a newer one instead.
+  int64_t writtenAt = 0;
   int64_t bytes = 0;
   bool writerRuns = false;  // a process that dumped here still runs
 };
@@ -260,9 +264,7 @@ struct Candidate {
 bool survey(int folderFd, Candidate& out) {
   Fd marker = openMarker(folderFd);
   if (!marker || !markerContentIsOurs(marker.get())) return false;
-  struct stat st {};
-  if (::fstat(folderFd, &st) != 0) return false;
-  out.writtenAt = st.st_mtim.tv_sec;
+  out.writtenAt = 0;
   out.bytes = 0;
   out.writerRuns = false;
   std::vector<std::string> names;

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "caught_error.h"
 #include "collective_matrix.h"
 #include "transport_cases.h"
 
@@ -29,9 +31,11 @@ class ShmAlgorithms : public ::testing::TestWithParam<TransportCase> {
     o.env = std::move(env);
     runMatrixJob(GetParam().p, spec, withTransport(GetParam(), o));
   }
-  std::vector<ChildStatus> runJob(std::chrono::milliseconds bound, const RankBody& body) {
+  std::vector<ChildStatus> runJob(std::chrono::milliseconds bound, const RankBody& body,
+                                  std::vector<std::pair<std::string, std::string>> env = {}) {
     JobOptions o;
     o.bound = bound;
+    o.env = std::move(env);
     return runWorld(GetParam().p, withTransport(GetParam(), o), body);
   }
 };
@@ -166,6 +170,80 @@ TEST_P(ShmAlgorithms, AllToAllOfSeveralRoundsPerBlock) {
     }
     return kExitOk;
   });
+  EXPECT_TRUE(allOk(statuses)) << "\n" << describeAll(statuses);
+}
+
+// Equal blocks on either side of one region (the default slot's 512 KiB at
+// 2 ranks, where regions carry no size and a region-sized block takes one
+// round; a chunk per peer beyond): every byte must land, whatever the
+// number of rounds the two sides count.
+TEST_P(ShmAlgorithms, AllToAllBlocksAroundTheRegionSize) {
+  auto statuses = runJob(150s, [](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    const auto p = static_cast<size_t>(e.size);
+    const auto me = static_cast<size_t>(e.rank);
+    constexpr int64_t kRegion = 512 * 1024 / 4;  // float32 elements
+    for (int64_t block : {kRegion - 18, kRegion - 16, kRegion - 2, kRegion, kRegion + 2,
+                          2 * kRegion, 2 * kRegion + 16}) {
+      const auto n = static_cast<size_t>(block);
+      std::vector<float> in(n * p), out(n * p, -1.0f);
+      for (size_t j = 0; j < p; ++j) {
+        for (size_t i = 0; i < n; ++i) in[j * n + i] = static_cast<float>((me * 131 + j * 17 + i) % 65521);
+      }
+      const auto total = static_cast<int64_t>(n * p);
+      CHILD_CHECK(pg.allToAllSingle(TensorRef{out.data(), total, DType::kFloat32},
+                                    TensorRef{in.data(), total, DType::kFloat32}, {}, {})
+                      ->wait(60s));
+      for (size_t j = 0; j < p; ++j) {
+        for (size_t i = 0; i < n; ++i) {
+          CHILD_CHECK(out[j * n + i] == static_cast<float>((j * 131 + me * 17 + i) % 65521),
+                      "block of " << block << " elements from rank " << j << ", element " << i
+                                  << ": " << out[j * n + i]);
+        }
+      }
+    }
+    return kExitOk;
+  });
+  EXPECT_TRUE(allOk(statuses)) << "\n" << describeAll(statuses);
+}
+
+// With the agreement step off (MESHCOMM_CHECK=0), split sizes that disagree
+// reach the shared-memory all_to_all itself, whose regions (or, at 2 ranks,
+// flag lines) carry the block sizes: the receiver that expects another size
+// fails with Mismatch instead of reading the wrong bytes.
+TEST_P(ShmAlgorithms, AllToAllSizesThatDisagreeFailWithoutTheAgreementStep) {
+  auto statuses = runJob(60s, [](RankEnv& e) {
+    ProcessGroup& pg = e.pg();
+    const auto p = static_cast<size_t>(e.size);
+    // Every rank sends 100 elements to each peer; the last rank expects 200
+    // from rank 0.
+    std::vector<int64_t> sends(p, 100), recvs(p, 100);
+    if (e.rank == e.size - 1) recvs[0] = 200;
+    int64_t sendTotal = 0, recvTotal = 0;
+    for (size_t j = 0; j < p; ++j) {
+      sendTotal += sends[j];
+      recvTotal += recvs[j];
+    }
+    std::vector<float> in(static_cast<size_t>(sendTotal), 1.0f), out(static_cast<size_t>(recvTotal));
+    std::string what;
+    const Caught got = catchError(
+        [&] {
+          pg.allToAllSingle(TensorRef{out.data(), recvTotal, DType::kFloat32},
+                            TensorRef{in.data(), sendTotal, DType::kFloat32}, recvs, sends)
+              ->wait(30s);
+        },
+        &what);
+    if (e.rank == e.size - 1) {
+      CHILD_CHECK(got == Caught::kMismatch, "got " << caughtName(got) << " (" << what << ")");
+      CHILD_CHECK(what.find("sends 400 bytes to this rank, which expects 800") != std::string::npos,
+                  "unclear message: " << what);
+    } else {
+      // The others may finish before the mismatch is found, or fail with it.
+      CHILD_CHECK(got == Caught::kNone || got == Caught::kMismatch,
+                  "got " << caughtName(got) << " (" << what << ")");
+    }
+    return kExitOk;
+  }, {{"MESHCOMM_CHECK", "0"}});
   EXPECT_TRUE(allOk(statuses)) << "\n" << describeAll(statuses);
 }
 

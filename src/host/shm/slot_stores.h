@@ -18,8 +18,9 @@
 // copies: far, they run 4-5 times slower.
 //
 // MESHCOMM_SHM_SLOT_STORES=cached or =streaming fixes the choice for every
-// copy of kMinBytes or more (docs/configuration.md); auto, the default,
-// follows this rule.
+// copy of kMinBytes or more where the host's ranks have cores of their own
+// (elsewhere copies are plain; see copyIntoSlot), docs/configuration.md;
+// auto, the default, follows this rule.
 //
 // The rule: copies of kMinBytes or more go through the caches and are
 // timed; after kSlowInARow in a row slower than kSlowNsPerKiB, they stream

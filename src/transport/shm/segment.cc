@@ -86,7 +86,14 @@ void ShmSegment::unlink() {
 
 void ShmSegment::prefaultForWriting(size_t offset, size_t bytes) {
   if (data_ == nullptr || offset >= size_) return;
+#ifdef MADV_POPULATE_WRITE
   ::madvise(data_ + offset, std::min(bytes, size_ - offset), MADV_POPULATE_WRITE);
+#else
+  // Headers older than Linux 5.14 (the manylinux wheels' build image):
+  // the pages fault in as the copies first touch them.
+  (void)offset;
+  (void)bytes;
+#endif
 }
 
 void ShmSegment::release() {

@@ -222,9 +222,11 @@ ShmDomain::ShmDomain(ShmDomainOptions options, ShmSegment segment)
                 " does not have the expected layout (another meshcomm version, or ranks that "
                 "disagree about MESHCOMM_SHM_SLOT_BYTES or MESHCOMM_SHM_P2P_BYTES)");
   }
-  // This rank's slot area, which its copies write from the first call on
-  // (the SlotStores of host/shm time those copies, and a page fault per
-  // page would read as a slow placement).
+  // This rank's slot area, which its copies write from the first call on:
+  // mapped now, its pages cost no fault per page in the first large calls
+  // (the SlotStores of host/shm time those copies, and faults would read as
+  // a slow placement). The segment's pages are reserved already
+  // (ShmSegment::create), so this takes no more memory.
   const size_t slots = static_cast<size_t>(slotPart(options_.localRank, 0, 2) - segment_.data());
   segment_.prefaultForWriting(slots, 2 * roundUp(options_.slotBytes, kPage));
   // Before this rank can publish or sleep, so no publisher skips a fence
