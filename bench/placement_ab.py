@@ -6,8 +6,8 @@ after the round), far (above it both times) or mixed.
 On a virtual machine the host may move a vCPU away from the other's cache
 and back while a job runs (docs/tuning.md, "Where the cores are"); a
 comparison that does not sort its rounds by placement mixes two machines.
-The placement comes from bench/probes/core_placement.c, built here into a
-temporary directory.
+The placement comes from bench/probes/core_placement.c, built into a
+temporary directory as bench/percell.py builds it (PlacementProbe).
 
 usage: bench/placement_ab.py [--rounds 30] [--iters N] [--ranks 2]
            [--a ENV=VALUE ...] [--b ENV=VALUE ...] OP SIZE
@@ -28,6 +28,8 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from percell import FAR_ROUND_TRIP_NS, PlacementProbe  # noqa: E402
 
 
 def parse_env(pairs):
@@ -38,20 +40,6 @@ def parse_env(pairs):
             sys.exit(f"placement_ab: expected ENV=VALUE, got {pair!r}")
         env[name] = value
     return env
-
-
-def build_probe(directory):
-    probe = pathlib.Path(directory) / "core_placement"
-    subprocess.run(["gcc", "-O2", "-mavx2", "-pthread", "-o", str(probe),
-                    str(ROOT / "bench/probes/core_placement.c")], check=True)
-    return probe
-
-
-def round_trip_ns(probe):
-    out = subprocess.run([str(probe), "--rounds", "50"], capture_output=True, text=True,
-                         check=True, timeout=60).stdout
-    # "round trip 112 ns | ..."
-    return float(out.split()[2])
 
 
 def bench_us(binary, op, size, ranks, iters, env):
@@ -75,7 +63,7 @@ def main():
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--a", nargs="*", default=["MESHCOMM_SHM_SLOT_STORES=cached"])
     p.add_argument("--b", nargs="*", default=[])
-    p.add_argument("--far-ns", type=float, default=250.0)
+    p.add_argument("--far-ns", type=float, default=FAR_ROUND_TRIP_NS)
     p.add_argument("--build", default=str(ROOT / "build"))
     args = p.parse_args()
     if not 1 <= args.rounds <= 1000:
@@ -86,15 +74,21 @@ def main():
     arms = {"A": parse_env(args.a), "B": parse_env(args.b)}
     by_placement = {"near": [], "far": [], "mixed": []}
     with tempfile.TemporaryDirectory() as tmp:
-        probe = build_probe(tmp)
+        probe = PlacementProbe(tmp)
+        if probe() is None:
+            sys.exit("placement_ab: cannot build or run bench/probes/core_placement.c "
+                     "(needs gcc, AVX2 and two CPUs)")
         for r in range(args.rounds):
-            before = round_trip_ns(probe)
+            before = probe()
             order = ["A", "B"] if r % 2 == 0 else ["B", "A"]
             times = {arm: bench_us(binary, args.op, args.size, args.ranks, args.iters, arms[arm])
                      for arm in order}
-            after = round_trip_ns(probe)
-            far = [t >= args.far_ns for t in (before, after)]
-            placement = "far" if all(far) else "near" if not any(far) else "mixed"
+            after = probe()
+            if before is None or after is None:
+                placement = "mixed"  # a probe that failed tells nothing
+            else:
+                far = [t >= args.far_ns for t in (before, after)]
+                placement = "far" if all(far) else "near" if not any(far) else "mixed"
             by_placement[placement].append((times["A"], times["B"]))
     print(f"{args.op} {args.size}, {args.ranks} ranks; A: {' '.join(args.a) or '(as set)'}; "
           f"B: {' '.join(args.b) or '(as set)'}")

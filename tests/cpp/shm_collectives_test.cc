@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <utility>
@@ -219,11 +220,8 @@ TEST_P(ShmAlgorithms, AllToAllSizesThatDisagreeFailWithoutTheAgreementStep) {
     // from rank 0.
     std::vector<int64_t> sends(p, 100), recvs(p, 100);
     if (e.rank == e.size - 1) recvs[0] = 200;
-    int64_t sendTotal = 0, recvTotal = 0;
-    for (size_t j = 0; j < p; ++j) {
-      sendTotal += sends[j];
-      recvTotal += recvs[j];
-    }
+    const int64_t sendTotal = std::accumulate(sends.begin(), sends.end(), int64_t{0});
+    const int64_t recvTotal = std::accumulate(recvs.begin(), recvs.end(), int64_t{0});
     std::vector<float> in(static_cast<size_t>(sendTotal), 1.0f), out(static_cast<size_t>(recvTotal));
     std::string what;
     const Caught got = catchError(
