@@ -19,8 +19,8 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const 
   copyOut(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes, stream);
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
-    uint8_t* mine = op.begin();
-    if (useInline) mine = op.inlineData();
+    // Inline rounds leave the slot alone, so they claim none (ShmOp::beginReading).
+    uint8_t* mine = useInline ? (op.beginReading(), op.inlineData()) : op.begin();
     if (off < inputBytes) copyIn(op, mine, in + off, std::min(piece, inputBytes - off));
     op.publish();
     op.waitAll();

@@ -63,8 +63,6 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
       alignDown(std::min(op.chunkBytes(), op.slotBytes() / static_cast<size_t>(p - 1)));
   MESHCOMM_CHECK(region >= 2 * kAlign, "shared-memory slot too small for " << p << " ranks");
 
-  uint8_t* mine = op.begin();
-  uint8_t* line = op.inlineData();
   const size_t firstPeerBytes = sends[me == 0 ? 1 : 0].bytes;
   uint64_t largest = 0;
   bool uniform = true;
@@ -75,6 +73,9 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
     largest = std::max<uint64_t>(largest, bytes);
   }
   const bool sendInline = uniform && largest * static_cast<size_t>(p - 1) <= kInlineBlockBytes;
+  // Blocks in the flag line leave the slot alone, so that round claims none.
+  uint8_t* mine = sendInline ? (op.beginReading(), nullptr) : op.begin();
+  uint8_t* line = op.inlineData();
   // With one peer the flag line's largest block is the block itself, so the
   // region carries data from its first byte, and a block as large as the
   // region takes one round instead of a second one for its last line. (2

@@ -67,7 +67,7 @@ std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts) {
 }
 
 void barrier(ShmOp& op) {
-  op.begin();
+  op.beginReading();  // nothing goes into the slot
   op.publish();
   op.waitAll();
 }

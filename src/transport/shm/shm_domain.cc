@@ -112,21 +112,22 @@ namespace {
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-// The history digest after an operation with signature `sig` (FNV-1a).
+// One round of a 64-bit finalizer (splitmix64's): every input bit reaches
+// every output bit.
+uint64_t mixWord(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The history digest after an operation with signature `sig`. Every call
+// on one host computes it, so it mixes whole words: byte by byte (FNV-1a)
+// it cost about 80 instructions of an 8-byte all_reduce's 1,860.
 uint32_t historyAfter(uint32_t history, const MessageSignature& sig) {
-  uint32_t h = history ^ 2166136261u;
-  auto mix = [&](uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) {
-      h ^= static_cast<uint8_t>(v >> (8 * i));
-      h *= 16777619u;
-    }
-  };
-  mix(sig.opcode, 1);
-  mix(sig.dtype, 1);
-  mix(sig.reduceOp, 1);
-  mix(sig.opCount, 8);
-  mix(sig.detail, 8);
-  return h;
+  const uint64_t head = uint64_t{history} | uint64_t{sig.opcode} << 32 | uint64_t{sig.dtype} << 40 |
+                        uint64_t{sig.reduceOp} << 48;
+  const uint64_t h = mixWord(mixWord(mixWord(head) ^ sig.opCount) ^ sig.detail);
+  return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
 long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0, 0); }
