@@ -104,11 +104,11 @@ TEST(SlotStores, TheThresholdScalesWithTheCopy) {
   SlotStores s;
   auto t = Clock::now();
   // 64 KiB in 10 us is 156 ns per KiB: not slow; in 16 us (250): slow.
-  for (int i = 0; i < 10; ++i) copyAt(s, t, microseconds(10), SlotStores::kMinBytes);
+  constexpr size_t k64KiB = size_t{64} << 10;
+  static_assert(k64KiB >= SlotStores::kMinBytes);
+  for (int i = 0; i < 10; ++i) copyAt(s, t, microseconds(10), k64KiB);
   EXPECT_FALSE(s.streaming());
-  for (int i = 0; i < SlotStores::kSlowInARow; ++i) {
-    copyAt(s, t, microseconds(16), SlotStores::kMinBytes);
-  }
+  for (int i = 0; i < SlotStores::kSlowInARow; ++i) copyAt(s, t, microseconds(16), k64KiB);
   EXPECT_TRUE(s.streaming());
 }
 

@@ -43,8 +43,11 @@ class SlotStores {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Copies below this size cost their handoff more than their stores.
-  static constexpr size_t kMinBytes = size_t{64} << 10;
+  // Copies below this size cost their handoff more than their stores. At
+  // 32 KiB far placement still costs the stores 1.3-1.7x the time (2 ranks:
+  // all_gather and all_to_all of 64 KiB); from 16 KiB the timing lost
+  // about 5% near (docs/tuning.md).
+  static constexpr size_t kMinBytes = size_t{32} << 10;
   // 5 GB/s: plain copies into the slot run at 8-17 GB/s near with the
   // source in memory (60-116 ns per KiB, 256 KiB copies of a 1 MiB
   // all_reduce) and at 2.5-5 GB/s far (200-400 ns per KiB).
