@@ -179,23 +179,22 @@ bool fitsOnHost(const Comm& comm, const CallArguments& a) {
 bool agreeOnHost(Comm& comm, const CallArguments& args) {
   const size_t words = recordWords(args);
   bool delivered = false;
-  comm.host().shareRecords(
-      comm.hostCall(recordSignature(comm)),
-      [&](int64_t* mine) {
-        encodeInto(args, mine);
-        if (args.payload != nullptr && args.payloadBytes > 0) {
-          std::memcpy(mine + words, args.payload, args.payloadBytes);
-        }
-      },
-      [&](HostCollectives::Records records) {
-        judge(comm, operationInfo(args.operation), records);
-        if (args.payload == nullptr) return;
-        // The records agree, so every rank names the same root and count.
-        if (comm.rank() != args.root && args.payloadBytes > 0) {
-          std::memcpy(args.payload, records[static_cast<size_t>(args.root)] + words, args.payloadBytes);
-        }
-        delivered = true;
-      });
+  auto write = [&](int64_t* mine) {
+    encodeInto(args, mine);
+    if (args.payload != nullptr && args.payloadBytes > 0) {
+      std::memcpy(mine + words, args.payload, args.payloadBytes);
+    }
+  };
+  auto read = [&](HostCollectives::Records records) {
+    judge(comm, operationInfo(args.operation), records);
+    if (args.payload == nullptr) return;
+    // The records agree, so every rank names the same root and count.
+    if (comm.rank() != args.root && args.payloadBytes > 0) {
+      std::memcpy(args.payload, records[static_cast<size_t>(args.root)] + words, args.payloadBytes);
+    }
+    delivered = true;
+  };
+  comm.host().shareRecords(comm.hostCall(recordSignature(comm)), {write, read});
   return delivered;
 }
 
@@ -285,62 +284,17 @@ bool agree(Comm& comm, const CallArguments& args) {
 
 namespace {
 
-// all_to_all_single on one host: a rank whose blocks for the others fit in
-// its record's place after the record writes them there, so a small call
-// agrees and exchanges in one round. Whether every rank did is read from
-// the records (their send tables), so all ranks reach the same answer; if
-// one did not, the exchange follows the verdict in rounds of its own.
-// Returns whether the blocks were delivered.
-bool agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, std::span<const Block> sends,
+// all_to_all_single on one host: the records ride the exchange's first
+// round (HostCollectives::allToAll), so a call whose blocks fit in one
+// round takes one round, and no block is read before every record agrees.
+void agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, std::span<const Block> sends,
                             std::span<const Block> recvs) {
-  const int me = comm.rank();
-  const size_t recordBytes = recordWords(args) * sizeof(int64_t);
-  const size_t room = comm.host().recordBytes();
-  const size_t elementBytes = dtypeSize(args.dtype);
-  bool delivered = false;
-  comm.host().shareRecords(
-      comm.hostCall(recordSignature(comm)),
-      [&](int64_t* mine) {
-        encodeInto(args, mine);
-        size_t used = recordBytes;
-        for (const Block& s : sends) used += s.bytes;
-        if (used - sends[static_cast<size_t>(me)].bytes > room) return;
-        uint8_t* at = reinterpret_cast<uint8_t*>(mine) + recordBytes;
-        for (int peer = 0; peer < comm.size(); ++peer) {
-          const Block& s = sends[static_cast<size_t>(peer)];
-          if (peer == me || s.bytes == 0) continue;
-          std::memcpy(at, s.data, s.bytes);
-          at += s.bytes;
-        }
-      },
-      [&](HostCollectives::Records records) {
-        judge(comm, operationInfo(args.operation), records);
-        // The records agree: every rank's tables are what the others expect.
-        for (int rank = 0; rank < comm.size(); ++rank) {
-          const Tables t = tablesOf(records[static_cast<size_t>(rank)]);
-          size_t bytes = recordBytes;
-          for (size_t j = 0; j < t.sendCount; ++j) {
-            if (static_cast<int>(j) != rank) bytes += static_cast<size_t>(t.send[j]) * elementBytes;
-          }
-          if (bytes > room) return;
-        }
-        copyOwnBlock(sends, recvs, me);
-        for (int from = 0; from < comm.size(); ++from) {
-          if (from == me) continue;
-          const int64_t* record = records[static_cast<size_t>(from)];
-          const Tables t = tablesOf(record);
-          size_t offset = recordBytes;
-          for (int j = 0; j < me; ++j) {
-            if (j != from) offset += static_cast<size_t>(t.send[j]) * elementBytes;
-          }
-          const Block& r = recvs[static_cast<size_t>(from)];
-          if (r.bytes > 0) {
-            std::memcpy(r.data, reinterpret_cast<const uint8_t*>(record) + offset, r.bytes);
-          }
-        }
-        delivered = true;
-      });
-  return delivered;
+  auto write = [&](int64_t* mine) { encodeInto(args, mine); };
+  auto read = [&](HostCollectives::Records records) {
+    judge(comm, operationInfo(args.operation), records);
+  };
+  const HostCollectives::Agreement agreement{write, read};
+  comm.host().allToAll(comm.hostCall(recordSignature(comm)), sends, recvs, &agreement);
 }
 
 // all_to_all_single over messages: see agreeAndAllToAll.
@@ -381,10 +335,8 @@ void agreeAndAllToAll(Comm& comm, const CallArguments& args, std::span<const Blo
     allToAll(comm, sends, recvs);
   } else if (comm.route() != Route::kOnHost) {
     agreeAndExchangeByMessages(comm, args, sends, recvs);
-  } else if (fitsOnHost(comm, args)) {
-    if (agreeAndExchangeOnHost(comm, args, sends, recvs)) return;
-    comm.nextPhase();
-    allToAll(comm, sends, recvs);
+  } else if (fitsOnHost(comm, args) && comm.algorithm() == Algorithm::kOnHost) {
+    agreeAndExchangeOnHost(comm, args, sends, recvs);
   } else {
     agree(comm, args);
     allToAll(comm, sends, recvs);

@@ -85,9 +85,9 @@ bool checking();
 bool agree(Comm& comm, const CallArguments& mine);
 
 // all_to_all_single: agree() and the exchange, in as few rounds as the
-// route allows. On one host a rank whose blocks for the others fit in its
-// record's place after the record writes them there, so a small call takes one
-// round. Over messages (TCP, or across hosts) a rank none of whose blocks
+// route allows. On one host the records ride the first round of the
+// exchange and are judged before any block is read, so a call whose blocks
+// fit in one round of the host's domain takes one round. Over messages (TCP, or across hosts) a rank none of whose blocks
 // exceeds kEagerBlockBytes sends each peer its block in the same write as
 // its record, and the blocks wait in the receivers' inboxes until every
 // record is in; a rank with a larger block sends its blocks after the

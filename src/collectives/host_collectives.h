@@ -41,6 +41,16 @@ class HostCollectives {
  public:
   virtual ~HostCollectives() = default;
 
+  // The agreement step's records (collectives/agreement.h): `write` fills
+  // this rank's (recordBytes() writable bytes, 64-bit aligned), `read` gets
+  // every rank's, indexed by group rank; records stay valid only during
+  // `read`.
+  using Records = std::span<const int64_t* const>;
+  struct Agreement {
+    FunctionRef<void(int64_t*)> write;
+    FunctionRef<void(Records)> read;
+  };
+
   // `algorithm`: the table's choice among the on-host all_reduce algorithms
   // (collectives/tuning.h); a kind without one of them runs its nearest.
   virtual void allReduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
@@ -57,8 +67,13 @@ class HostCollectives {
                       std::span<const Block> outputs, int root) const = 0;
   virtual void scatter(const HostCall& call, std::span<const Block> inputs, void* output,
                        size_t outputBytes, int root) const = 0;
+  // With `agreement`, the records travel in the call's first round with
+  // the first blocks, and `agreement->read` runs once every rank's is in,
+  // before this rank reads any block: a `read` that throws ends the call
+  // on every rank that throws, with no block delivered anywhere. Null: no
+  // records.
   virtual void allToAll(const HostCall& call, std::span<const Block> sends,
-                        std::span<const Block> recvs) const = 0;
+                        std::span<const Block> recvs, const Agreement* agreement) const = 0;
   virtual void barrier(const HostCall& call) const = 0;
 
   // The host's part of a hierarchical all_reduce, whose leader `root` also
@@ -70,14 +85,9 @@ class HostCollectives {
   virtual void broadcastFromLeader(const HostCall& call, void* data, size_t bytes,
                                    int root) const = 0;
 
-  // The agreement step's exchange (collectives/agreement.h) in one round:
-  // `write` fills this rank's record (recordBytes() writable bytes, 64-bit
-  // aligned), then `read` gets every rank's, indexed by group rank. Records
-  // stay valid only during `read`.
-  using Records = std::span<const int64_t* const>;
+  // The agreement step's exchange in a round of its own.
   virtual size_t recordBytes() const = 0;
-  virtual void shareRecords(const HostCall& call, FunctionRef<void(int64_t*)> write,
-                            FunctionRef<void(Records)> read) const = 0;
+  virtual void shareRecords(const HostCall& call, const Agreement& agreement) const = 0;
 };
 
 }  // namespace meshcomm

@@ -26,7 +26,7 @@ constexpr size_t kOneRoundFromBytes = size_t{1} << 20;  // the largest block sen
 
 void allToAll(Comm& comm, std::span<const Block> sends, std::span<const Block> recvs) {
   if (comm.algorithm() == Algorithm::kOnHost) {
-    comm.host().allToAll(comm.hostCall(), sends, recvs);
+    comm.host().allToAll(comm.hostCall(), sends, recvs, nullptr);
     return;
   }
   const int p = comm.size();

@@ -25,6 +25,13 @@ namespace meshcomm::host::shm {
 // them there instead (one line per peer), marking the largest so. With
 // one peer the flag line's largest block is the only block, and regions
 // carry no size.
+//
+// With the agreement step's records, each rank writes its record into its
+// cell in the first round too, and every rank judges them all before it
+// reads a block: a call whose ranks disagree ends on every rank with the
+// blocks written but never read (the next round overwrites them), and the
+// call needs no round of its own for the records (a 64 KiB call at 2 ranks:
+// two rounds before, one now).
 namespace {
 
 constexpr size_t kTinyBlock = kAlign - sizeof(uint64_t);
@@ -46,15 +53,20 @@ size_t firstBytes(size_t bytes, size_t region, bool sizeInFlag) {
   return std::min(bytes, region - firstDataOffset(bytes, sizeInFlag));
 }
 
+void copyOwn(std::span<const Block> sends, std::span<const Block> recvs, int me, bool stream) {
+  const Block& s = sends[static_cast<size_t>(me)];
+  const Block& r = recvs[static_cast<size_t>(me)];
+  copyOut(r.data, s.data, std::min(s.bytes, r.bytes), stream);
+}
+
 }  // namespace
 
-void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> recvs) {
+void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> recvs,
+              const HostCollectives::Agreement* agreement) {
   const int p = op.size();
   const int me = op.rank();
   const bool stream = streamOutput(totalBytes(recvs));
-  copyOut(recvs[static_cast<size_t>(me)].data, sends[static_cast<size_t>(me)].data,
-          std::min(sends[static_cast<size_t>(me)].bytes, recvs[static_cast<size_t>(me)].bytes),
-          stream);
+  if (agreement == nullptr) copyOwn(sends, recvs, me, stream);
   if (p == 1) return;
 
   // Up to a chunk per peer and round: the slot is wider than a chunk only
@@ -101,8 +113,15 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
   }
   const uint64_t mark = largest | (sendInline ? kBlocksInline : 0);
   std::memcpy(line, &mark, sizeof(mark));
+  if (agreement != nullptr) agreement->write(reinterpret_cast<int64_t*>(op.ownCell()));
   op.publish();
   op.waitAll();
+  if (agreement != nullptr) {
+    // Judged before any block is read, this rank's own included: ranks
+    // that disagree leave every output as it was.
+    readRecords(op, *agreement);
+    copyOwn(sends, recvs, me, stream);
+  }
   for (int i = 0; i < p; ++i) {
     if (i == me) continue;
     uint64_t theirs;

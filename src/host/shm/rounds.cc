@@ -66,6 +66,21 @@ std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts) {
   return offs;
 }
 
+void readRecords(ShmOp& op, const HostCollectives::Agreement& agreement) {
+  constexpr int kStackRecords = 64;  // read in place on the stack up to this many ranks
+  const int64_t* onStack[kStackRecords];
+  std::vector<const int64_t*> onHeap;
+  const int64_t** records = onStack;
+  if (op.size() > kStackRecords) {
+    onHeap.resize(static_cast<size_t>(op.size()));
+    records = onHeap.data();
+  }
+  for (int local = 0; local < op.size(); ++local) {
+    records[op.domain().groupRank(local)] = reinterpret_cast<const int64_t*>(op.cell(local));
+  }
+  agreement.read(HostCollectives::Records(records, static_cast<size_t>(op.size())));
+}
+
 void barrier(ShmOp& op) {
   op.beginReading();  // nothing goes into the slot
   op.publish();

@@ -22,6 +22,7 @@
 
 #include "collectives/blocks.h"
 #include "collectives/collectives.h"
+#include "collectives/host_collectives.h"
 #include "common/stream_copy.h"
 #include "host/shm/slot_stores.h"
 #include "transport/shm/shm_domain.h"
@@ -133,6 +134,11 @@ void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, Reduc
 
 // Round B, for a rank that wants the result: every finished slice, out.
 void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vector<size_t>& slice);
+
+// Once every rank of the round has published its agreement record in its
+// cell (ShmOp::ownCell): hands them to `agreement.read`, indexed by group
+// rank, where they lie.
+void readRecords(ShmOp& op, const HostCollectives::Agreement& agreement);
 
 // A round that only says "done with the previous step": returns once every
 // rank of the domain has entered it. The shared-memory barrier, and the

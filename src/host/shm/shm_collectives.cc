@@ -12,9 +12,6 @@
 namespace meshcomm::host {
 namespace {
 
-// Records read in place on the stack up to this many ranks.
-constexpr int kStackRecords = 64;
-
 class ShmCollectives final : public HostCollectives {
  public:
   void allReduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
@@ -51,10 +48,10 @@ class ShmCollectives final : public HostCollectives {
     ShmOp rounds = roundsOf(call);
     shm::scatter(rounds, inputs, output, outputBytes, root);
   }
-  void allToAll(const HostCall& call, std::span<const Block> sends,
-                std::span<const Block> recvs) const override {
+  void allToAll(const HostCall& call, std::span<const Block> sends, std::span<const Block> recvs,
+                const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
-    shm::allToAll(rounds, sends, recvs);
+    shm::allToAll(rounds, sends, recvs, agreement);
   }
   void barrier(const HostCall& call) const override {
     ShmOp rounds = roundsOf(call);
@@ -82,24 +79,12 @@ class ShmCollectives final : public HostCollectives {
 
   size_t recordBytes() const override { return ShmDomain::kCellBytes; }
   // The records lie in the round's cells, read where they are.
-  void shareRecords(const HostCall& call, FunctionRef<void(int64_t*)> write,
-                    FunctionRef<void(Records)> read) const override {
+  void shareRecords(const HostCall& call, const Agreement& agreement) const override {
     ShmOp rounds = roundsOf(call);
-    // Cells start on cache lines.
-    write(reinterpret_cast<int64_t*>(rounds.beginCell()));
+    agreement.write(reinterpret_cast<int64_t*>(rounds.beginCell()));
     rounds.publish();
     rounds.waitAll();
-    const int64_t* onStack[kStackRecords];
-    std::vector<const int64_t*> onHeap;
-    const int64_t** records = onStack;
-    if (rounds.size() > kStackRecords) {
-      onHeap.resize(static_cast<size_t>(rounds.size()));
-      records = onHeap.data();
-    }
-    for (int local = 0; local < rounds.size(); ++local) {
-      records[rounds.domain().groupRank(local)] = reinterpret_cast<const int64_t*>(rounds.cell(local));
-    }
-    read(Records(records, static_cast<size_t>(rounds.size())));
+    shm::readRecords(rounds, agreement);
   }
 
  private:

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collectives/blocks.h"
+#include "collectives/host_collectives.h"
 #include "collectives/scratch.h"
 #include "collectives/tuning.h"
 #include "meshcomm/types.h"
@@ -75,7 +76,9 @@ void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outp
              int root);
 
 // all_to_all.cc: every rank publishes one region per peer and round, and every
-// rank copies its region of every peer's slot out.
-void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> recvs);
+// rank copies its region of every peer's slot out. `agreement`: as
+// HostCollectives::allToAll (null: none).
+void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> recvs,
+              const HostCollectives::Agreement* agreement);
 
 }  // namespace meshcomm::host::shm

@@ -303,6 +303,11 @@ class ShmOp {
   // so a rank whose rounds need nobody else's data (a broadcast's root)
   // runs up to kDepth-1 rounds ahead of the others instead of one.
   uint8_t* beginCell();
+  // This rank's cell in the current round, whichever way the round began:
+  // cells are kDepth deep like the flag lines, and every begin guards their
+  // reuse, so any round may write its own (the agreement's records ride
+  // the first round of an all_to_all this way).
+  uint8_t* ownCell() { return d_.cell(d_.localRank(), d_.round_); }
   // This round's inline area (kInlineBytes), sent with the flag line. It
   // is staged here and written to the line by publish() together with the
   // flag, so the line changes in one burst: a peer polling it mid-update
