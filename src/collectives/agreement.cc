@@ -284,6 +284,35 @@ bool agree(Comm& comm, const CallArguments& args) {
 
 namespace {
 
+// Whether a call's records can ride the first round of its own on-host
+// algorithm.
+bool recordsRideTheCall(const Comm& comm, const CallArguments& args) {
+  return checking() && comm.size() > 1 && comm.algorithm() == Algorithm::kOnHost &&
+         fitsOnHost(comm, args);
+}
+
+}  // namespace
+
+void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes, int root) {
+  if (bytes > kPayloadBytes && recordsRideTheCall(comm, args)) {
+    auto write = [&](int64_t* mine) { encodeInto(args, mine); };
+    auto read = [&](HostCollectives::Records records) {
+      judge(comm, operationInfo(args.operation), records);
+    };
+    const HostCollectives::Agreement agreement{write, read};
+    comm.host().broadcast(comm.hostCall(recordSignature(comm)), data, bytes, root, &agreement);
+    return;
+  }
+  if (bytes <= kPayloadBytes) {
+    args.payload = data;
+    args.payloadBytes = bytes;
+  }
+  if (agree(comm, args)) return;
+  broadcast(comm, data, bytes, root);
+}
+
+namespace {
+
 // all_to_all_single on one host: the records ride the exchange's first
 // round (HostCollectives::allToAll), so a call whose blocks fit in one
 // round takes one round, and no block is read before every record agrees.
@@ -335,7 +364,7 @@ void agreeAndAllToAll(Comm& comm, const CallArguments& args, std::span<const Blo
     allToAll(comm, sends, recvs);
   } else if (comm.route() != Route::kOnHost) {
     agreeAndExchangeByMessages(comm, args, sends, recvs);
-  } else if (fitsOnHost(comm, args) && comm.algorithm() == Algorithm::kOnHost) {
+  } else if (recordsRideTheCall(comm, args)) {
     agreeAndExchangeOnHost(comm, args, sends, recvs);
   } else {
     agree(comm, args);

@@ -84,6 +84,14 @@ bool checking();
 // MESHCOMM_CHECK=0 (the same on every rank) turns the step off.
 bool agree(Comm& comm, const CallArguments& mine);
 
+// broadcast: agree() and the broadcast, in as few rounds as the route
+// allows. Up to kPayloadBytes the data travels in the records (one round or
+// message); above that, on one host, the records ride the broadcast's first
+// round and every rank judges them before any rank reads a byte; elsewhere
+// agree(), then the broadcast. A disagreement throws ArgumentsDisagree on
+// every rank with every rank's data as it was.
+void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes, int root);
+
 // all_to_all_single: agree() and the exchange, in as few rounds as the
 // route allows. On one host the records ride the first round of the
 // exchange and are judged before any block is read, so a call whose blocks

@@ -55,7 +55,10 @@ class HostCollectives {
   // (collectives/tuning.h); a kind without one of them runs its nearest.
   virtual void allReduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
                          Algorithm algorithm, ScratchArena& scratch) const = 0;
-  virtual void broadcast(const HostCall& call, void* data, size_t bytes, int root) const = 0;
+  // `agreement`: as allToAll's; the root's first round waits for every
+  // record, the later ones run ahead as without.
+  virtual void broadcast(const HostCall& call, void* data, size_t bytes, int root,
+                         const Agreement* agreement) const = 0;
   virtual void reduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
                       int root) const = 0;
   virtual void allGather(const HostCall& call, const void* input, size_t inputBytes,

@@ -307,14 +307,8 @@ WorkPtr ProcessGroup::broadcast(TensorRef data, const OpOptions& o) {
   call.root(o.root);
   return impl_->runCollective(
       call.name(), call.signature(data.dtype, data.numel, o.root), call.algorithm(data.bytes()), o,
-      [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) mutable {
-        // Small data travels with the agreement's records.
-        if (data.bytes() <= kPayloadBytes) {
-          args.payload = data.data;
-          args.payloadBytes = data.bytes();
-        }
-        if (collectives::agree(c, args)) return;
-        collectives::broadcast(c, data.data, data.bytes(), o.root);
+      [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) {
+        collectives::agreeAndBroadcast(c, args, data.data, data.bytes(), o.root);
       });
 }
 

@@ -121,7 +121,7 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op) {
     collectives::allReduce(across, host, count, dtype, op);
     if (host != data) std::memcpy(data, host, bytes);
   }
-  if (comm.hasHostDomain()) comm.host().broadcast(comm.hostCall(), data, bytes, leader);
+  if (comm.hasHostDomain()) comm.host().broadcast(comm.hostCall(), data, bytes, leader, nullptr);
 }
 
 }  // namespace meshcomm::collectives::hierarchical

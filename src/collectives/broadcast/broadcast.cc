@@ -53,7 +53,7 @@ void broadcast(Comm& comm, void* data, size_t bytes, int root) {
   if (p == 1) return;
   const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kOnHost) {
-    comm.host().broadcast(comm.hostCall(), data, bytes, root);
+    comm.host().broadcast(comm.hostCall(), data, bytes, root, nullptr);
     return;
   }
   if (algo == Algorithm::kHierarchical) {

@@ -19,7 +19,7 @@ void broadcast(Comm& comm, void* data, size_t bytes, int root) {
     collectives::broadcast(across, data, bytes, rootHost);
   }
   if (comm.hasHostDomain()) {
-    comm.host().broadcast(comm.hostCall(), data, bytes, localLeader(comm, leaders));
+    comm.host().broadcast(comm.hostCall(), data, bytes, localLeader(comm, leaders), nullptr);
   }
 }
 

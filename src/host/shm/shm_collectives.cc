@@ -19,9 +19,10 @@ class ShmCollectives final : public HostCollectives {
     ShmOp rounds = roundsOf(call);
     shm::allReduce(rounds, data, count, dtype, op, algorithm, scratch);
   }
-  void broadcast(const HostCall& call, void* data, size_t bytes, int root) const override {
+  void broadcast(const HostCall& call, void* data, size_t bytes, int root,
+                 const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
-    shm::broadcast(rounds, data, bytes, root);
+    shm::broadcast(rounds, data, bytes, root, agreement);
   }
   void reduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
               int root) const override {

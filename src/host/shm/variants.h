@@ -29,9 +29,11 @@ void allReduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, A
                ScratchArena& scratch);
 
 // broadcast.cc: every rank's data becomes the local rank `root`'s.
-void broadcast(ShmOp& op, void* data, size_t bytes, int root);
+// `agreement`: as HostCollectives::broadcast (null: none).
+void broadcast(ShmOp& op, void* data, size_t bytes, int root,
+               const HostCollectives::Agreement* agreement);
 // The same in rounds of up to `roundBytes` (at most the slot) instead of
-// the chunk.
+// the chunk, without records.
 void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes);
 
 // reduce.cc: the local rank `root`'s data becomes op over the domain's ranks:
