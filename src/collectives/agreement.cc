@@ -291,16 +291,25 @@ bool recordsRideTheCall(const Comm& comm, const CallArguments& args) {
          fitsOnHost(comm, args);
 }
 
+// Runs `call(agreement, hostCall)` with the records of `args` riding the
+// call's first round on its host (recordsRideTheCall).
+template <class Call>
+void withRidingRecords(Comm& comm, const CallArguments& args, Call&& call) {
+  auto write = [&](int64_t* mine) { encodeInto(args, mine); };
+  auto read = [&](HostCollectives::Records records) {
+    judge(comm, operationInfo(args.operation), records);
+  };
+  const HostCollectives::Agreement agreement{write, read};
+  call(&agreement, comm.hostCall(recordSignature(comm)));
+}
+
 }  // namespace
 
 void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes, int root) {
   if (bytes > kPayloadBytes && recordsRideTheCall(comm, args)) {
-    auto write = [&](int64_t* mine) { encodeInto(args, mine); };
-    auto read = [&](HostCollectives::Records records) {
-      judge(comm, operationInfo(args.operation), records);
-    };
-    const HostCollectives::Agreement agreement{write, read};
-    comm.host().broadcast(comm.hostCall(recordSignature(comm)), data, bytes, root, &agreement);
+    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
+      comm.host().broadcast(call, data, bytes, root, a);
+    });
     return;
   }
   if (bytes <= kPayloadBytes) {
@@ -311,20 +320,19 @@ void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes,
   broadcast(comm, data, bytes, root);
 }
 
-namespace {
-
-// all_to_all_single on one host: the records ride the exchange's first
-// round (HostCollectives::allToAll), so a call whose blocks fit in one
-// round takes one round, and no block is read before every record agrees.
-void agreeAndExchangeOnHost(Comm& comm, const CallArguments& args, std::span<const Block> sends,
-                            std::span<const Block> recvs) {
-  auto write = [&](int64_t* mine) { encodeInto(args, mine); };
-  auto read = [&](HostCollectives::Records records) {
-    judge(comm, operationInfo(args.operation), records);
-  };
-  const HostCollectives::Agreement agreement{write, read};
-  comm.host().allToAll(comm.hostCall(recordSignature(comm)), sends, recvs, &agreement);
+void agreeAndReduce(Comm& comm, const CallArguments& args, void* data, size_t count, DType dtype,
+                    ReduceOp op, int root) {
+  if (recordsRideTheCall(comm, args)) {
+    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
+      comm.host().reduce(call, data, count, dtype, op, root, a);
+    });
+    return;
+  }
+  agree(comm, args);
+  reduce(comm, data, count, dtype, op, root);
 }
+
+namespace {
 
 // all_to_all_single over messages: see agreeAndAllToAll.
 void agreeAndExchangeByMessages(Comm& comm, const CallArguments& args,
@@ -365,7 +373,11 @@ void agreeAndAllToAll(Comm& comm, const CallArguments& args, std::span<const Blo
   } else if (comm.route() != Route::kOnHost) {
     agreeAndExchangeByMessages(comm, args, sends, recvs);
   } else if (recordsRideTheCall(comm, args)) {
-    agreeAndExchangeOnHost(comm, args, sends, recvs);
+    // The call takes as many rounds as without records, and no block is
+    // read before they agree.
+    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
+      comm.host().allToAll(call, sends, recvs, a);
+    });
   } else {
     agree(comm, args);
     allToAll(comm, sends, recvs);

@@ -92,6 +92,11 @@ bool agree(Comm& comm, const CallArguments& mine);
 // every rank with every rank's data as it was.
 void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes, int root);
 
+// reduce: agree() and the reduce; on one host the records ride the
+// reduce's first round, as a large broadcast's do.
+void agreeAndReduce(Comm& comm, const CallArguments& args, void* data, size_t count, DType dtype,
+                    ReduceOp op, int root);
+
 // all_to_all_single: agree() and the exchange, in as few rounds as the
 // route allows. On one host the records ride the first round of the
 // exchange and are judged before any block is read, so a call whose blocks

@@ -59,8 +59,9 @@ class HostCollectives {
   // record, the later ones run ahead as without.
   virtual void broadcast(const HostCall& call, void* data, size_t bytes, int root,
                          const Agreement* agreement) const = 0;
+  // `agreement`: as broadcast's.
   virtual void reduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
-                      int root) const = 0;
+                      int root, const Agreement* agreement) const = 0;
   virtual void allGather(const HostCall& call, const void* input, size_t inputBytes,
                          std::span<const Block> outputs) const = 0;
   virtual void reduceScatter(const HostCall& call, const void* input,

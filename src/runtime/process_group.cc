@@ -321,8 +321,8 @@ WorkPtr ProcessGroup::reduce(TensorRef data, const OpOptions& o) {
       call.name(), call.signature(data.dtype, data.numel, o.root, o.op),
       call.algorithm(data.bytes()), o,
       [data, o, args = call.arguments(data.dtype, data.numel, o)](Comm& c) {
-        collectives::agree(c, args);
-        collectives::reduce(c, data.data, static_cast<size_t>(data.numel), data.dtype, o.op, o.root);
+        collectives::agreeAndReduce(c, args, data.data, static_cast<size_t>(data.numel), data.dtype,
+                                    o.op, o.root);
       });
 }
 

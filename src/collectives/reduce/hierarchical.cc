@@ -20,7 +20,7 @@ void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int 
     data = partial;
   }
   if (comm.hasHostDomain()) {
-    comm.host().reduce(comm.hostCall(), data, count, dtype, op, localLeader(comm, leaders));
+    comm.host().reduce(comm.hostCall(), data, count, dtype, op, localLeader(comm, leaders), nullptr);
   }
   if (isLeader(comm, leaders)) {
     SubsetTransport among(comm.transport(), leaders);

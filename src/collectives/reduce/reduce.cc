@@ -66,7 +66,7 @@ void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int 
   if (comm.size() == 1) return;
   const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kOnHost) {
-    comm.host().reduce(comm.hostCall(), data, count, dtype, op, root);
+    comm.host().reduce(comm.hostCall(), data, count, dtype, op, root, nullptr);
     return;
   }
   if (algo == Algorithm::kHierarchical) {

@@ -113,15 +113,11 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
   }
   const uint64_t mark = largest | (sendInline ? kBlocksInline : 0);
   std::memcpy(line, &mark, sizeof(mark));
-  if (agreement != nullptr) agreement->write(reinterpret_cast<int64_t*>(op.ownCell()));
-  op.publish();
+  publishWithRecords(op, agreement);
   op.waitAll();
-  if (agreement != nullptr) {
-    // Judged before any block is read, this rank's own included: ranks
-    // that disagree leave every output as it was.
-    readRecords(op, *agreement);
-    copyOwn(sends, recvs, me, stream);
-  }
+  // With records, judged before any block is read, this rank's own
+  // included: ranks that disagree leave every output as it was.
+  if (agreement != nullptr) copyOwn(sends, recvs, me, stream);
   for (int i = 0; i < p; ++i) {
     if (i == me) continue;
     uint64_t theirs;

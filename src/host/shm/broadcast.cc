@@ -67,17 +67,10 @@ void broadcastInRounds(ShmOp& op, void* data, size_t bytes, int root, size_t rou
     } else {
       op.beginReading(parts);
     }
-    if (k == 0 && agreement != nullptr) {
-      agreement->write(reinterpret_cast<int64_t*>(op.ownCell()));
-      op.publish();
-      op.waitAll();
-      readRecords(op, *agreement);
-    } else {
-      op.publish();
-      if (isRoot) continue;
-      op.wait(root);
-    }
-    if (!isRoot) copyOut(out + off, op.slot(root), n, stream);
+    publishWithRecords(op, k == 0 ? agreement : nullptr);
+    if (isRoot) continue;
+    op.wait(root);
+    copyOut(out + off, op.slot(root), n, stream);
   }
 }
 

@@ -8,12 +8,15 @@
 
 namespace meshcomm::host::shm {
 
-void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root) {
-  reduce(op, data, data, count, dtype, rop, root);
+// With the agreement's records, the first round of each path carries them,
+// and every rank, the leaves too, judges them before the root reads a byte.
+void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root,
+            const HostCollectives::Agreement* agreement) {
+  reduce(op, data, data, count, dtype, rop, root, agreement);
 }
 
 void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
-            int root) {
+            int root, const HostCollectives::Agreement* agreement) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   auto* out = static_cast<uint8_t*>(result);
   const size_t es = dtypeSize(dtype);
@@ -26,7 +29,7 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
   // time; docs/tuning.md).
   const size_t total = count * es;
   if (p == 2 && roundsAreCheap(op) && !fitsInline(total)) {
-    reduceAtRoot(op, data, result, count, dtype, rop, root, aheadRoundBytes(op, total));
+    reduceAtRoot(op, data, result, count, dtype, rop, root, aheadRoundBytes(op, total), agreement);
     return;
   }
   if (fitsInline(total)) {
@@ -34,7 +37,7 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
     // up to kDepth rounds ahead of the root.
     op.beginCell();
     copy(op.inlineData(), bytes, total);
-    op.publish();
+    publishWithRecords(op, agreement);
     if (!isRoot) return;
     alignas(64) uint8_t own[ShmDomain::kInlineBytes];  // see reduceInlineLines
     copy(own, bytes, total);
@@ -48,7 +51,7 @@ void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
     const std::vector<size_t> slice = sliceOffsets(n, es, p);
-    reduceOwnSlice(op, bytes + off * es, n, dtype, rop, slice);
+    reduceOwnSlice(op, bytes + off * es, n, dtype, rop, slice, off == 0 ? agreement : nullptr);
     if (isRoot) copySlicesOut(op, out + off * es, es, slice);
   }
 }
@@ -59,13 +62,14 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
 }
 
 void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
-                  ReduceOp rop, int root, size_t roundBytes) {
+                  ReduceOp rop, int root, size_t roundBytes,
+                  const HostCollectives::Agreement* agreement) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   auto* out = static_cast<uint8_t*>(result);
   const size_t es = dtypeSize(dtype);
   if (fitsInline(count * es)) {
     // The small reduce already works so, through the flag lines.
-    reduce(op, data, result, count, dtype, rop, root);
+    reduce(op, data, result, count, dtype, rop, root, agreement);
     return;
   }
   const bool isRoot = op.rank() == root;
@@ -78,13 +82,14 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
   const size_t chunk = std::max<size_t>(1, std::min(roundBytes, op.slotPartBytes(parts)) / es);
   for (size_t off = 0; off < count; off += chunk) {
     const size_t n = std::min(chunk, count - off);
+    const HostCollectives::Agreement* records = off == 0 ? agreement : nullptr;
     if (!isRoot) {
       copyIn(op, op.begin(parts), bytes + off * es, n * es);
-      op.publish();
+      publishWithRecords(op, records);
       continue;  // the root's waits check the leaves, as in a broadcast
     }
     op.beginReading(parts);
-    op.publish();
+    publishWithRecords(op, records);
     op.waitAll();
     // The root's own data first, so that `result` may be its `data`.
     size_t k = 0;

@@ -25,7 +25,7 @@ void reduceInlineLines(ShmOp& op, const uint8_t* own, size_t offset, void* out, 
 }
 
 void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, ReduceOp rop,
-                    const std::vector<size_t>& slice) {
+                    const std::vector<size_t>& slice, const HostCollectives::Agreement* agreement) {
   const size_t es = dtypeSize(dtype);
   const auto me = static_cast<size_t>(op.rank());
   const size_t mySliceBytes = slice[me] * es;
@@ -35,7 +35,7 @@ void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, Reduc
   uint8_t* mine = op.begin();
   copyIn(op, mine, part, mySliceBytes);
   copyIn(op, mine + mySliceEnd, part + mySliceEnd, n * es - mySliceEnd);
-  op.publish();
+  publishWithRecords(op, agreement);
   op.waitAll();
   std::vector<const void*> inputs = slotsAt(op, mySliceBytes);
   inputs[me] = part + mySliceBytes;

@@ -129,8 +129,10 @@ std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts);
 // Round A of the slice-parallel algorithms: every rank publishes its
 // chunk `part` (n elements), then reduces slice `me` of every rank's copy
 // straight into its slot of round B, which it publishes.
+// `agreement`: records that ride round A (publishWithRecords).
 void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, ReduceOp rop,
-                    const std::vector<size_t>& slice);
+                    const std::vector<size_t>& slice,
+                    const HostCollectives::Agreement* agreement = nullptr);
 
 // Round B, for a rank that wants the result: every finished slice, out.
 void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vector<size_t>& slice);
@@ -139,6 +141,21 @@ void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vect
 // cell (ShmOp::ownCell): hands them to `agreement.read`, indexed by group
 // rank, where they lie.
 void readRecords(ShmOp& op, const HostCollectives::Agreement& agreement);
+
+// Publishes the round. With `agreement` (the first round of a call whose
+// records ride it), this rank's record goes into its cell first, and the
+// call returns only once every rank's is in and `agreement->read` has
+// judged them, which may throw: before the caller reads anyone's data.
+inline void publishWithRecords(ShmOp& op, const HostCollectives::Agreement* agreement) {
+  if (agreement == nullptr) {
+    op.publish();
+    return;
+  }
+  agreement->write(reinterpret_cast<int64_t*>(op.ownCell()));
+  op.publish();
+  op.waitAll();
+  readRecords(op, *agreement);
+}
 
 // A round that only says "done with the previous step": returns once every
 // rank of the domain has entered it. The shared-memory barrier, and the

@@ -24,10 +24,10 @@ class ShmCollectives final : public HostCollectives {
     ShmOp rounds = roundsOf(call);
     shm::broadcast(rounds, data, bytes, root, agreement);
   }
-  void reduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
-              int root) const override {
+  void reduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op, int root,
+              const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
-    shm::reduce(rounds, data, count, dtype, op, root);
+    shm::reduce(rounds, data, count, dtype, op, root, agreement);
   }
   void allGather(const HostCall& call, const void* input, size_t inputBytes,
                  std::span<const Block> outputs) const override {

@@ -38,13 +38,14 @@ void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes)
 
 // reduce.cc: the local rank `root`'s data becomes op over the domain's ranks:
 // at 2 ranks with cores of their own reduceAtRoot in the rounds of a
-// broadcast, else slice-parallel.
-void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root);
+// broadcast, else slice-parallel. `agreement`: as HostCollectives::reduce.
+void reduce(ShmOp& op, void* data, size_t count, DType dtype, ReduceOp rop, int root,
+            const HostCollectives::Agreement* agreement = nullptr);
 // The same with the root's result in `result` (count elements, overlapping
 // no input, or equal to the root's `data`; ignored on the other ranks), and
 // every rank's `data` read only.
 void reduce(ShmOp& op, const void* data, void* result, size_t count, DType dtype, ReduceOp rop,
-            int root);
+            int root, const HostCollectives::Agreement* agreement = nullptr);
 // The same, with the root reducing every rank's data itself while the
 // others only copy theirs into their slots: one pass over the buffer on
 // every rank, where the slices have the root copy half of it in, reduce
@@ -57,7 +58,8 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
 // The same in rounds of up to `roundBytes`, in as many parts of the slot
 // area as they allow, so the leaves copy in ahead of the root's reduction.
 void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType dtype,
-                  ReduceOp rop, int root, size_t roundBytes);
+                  ReduceOp rop, int root, size_t roundBytes,
+                  const HostCollectives::Agreement* agreement = nullptr);
 
 // all_gather.cc: every rank publishes its input in its slot, chunk by chunk, and
 // copies every other rank's out of theirs.
