@@ -332,6 +332,30 @@ void agreeAndReduce(Comm& comm, const CallArguments& args, void* data, size_t co
   reduce(comm, data, count, dtype, op, root);
 }
 
+void agreeAndGather(Comm& comm, const CallArguments& args, const void* input, size_t inputBytes,
+                    std::span<const Block> outputs, int root) {
+  if (recordsRideTheCall(comm, args)) {
+    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
+      comm.host().gather(call, input, inputBytes, outputs, root, a);
+    });
+    return;
+  }
+  agree(comm, args);
+  gather(comm, input, inputBytes, outputs, root);
+}
+
+void agreeAndScatter(Comm& comm, const CallArguments& args, std::span<const Block> inputs,
+                     void* output, size_t outputBytes, int root) {
+  if (recordsRideTheCall(comm, args)) {
+    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
+      comm.host().scatter(call, inputs, output, outputBytes, root, a);
+    });
+    return;
+  }
+  agree(comm, args);
+  scatter(comm, inputs, output, outputBytes, root);
+}
+
 namespace {
 
 // all_to_all_single over messages: see agreeAndAllToAll.

@@ -97,6 +97,13 @@ void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes,
 void agreeAndReduce(Comm& comm, const CallArguments& args, void* data, size_t count, DType dtype,
                     ReduceOp op, int root);
 
+// gather and scatter (`outputs` / `inputs` read at the root only): agree()
+// and the call; on one host the records ride its first round.
+void agreeAndGather(Comm& comm, const CallArguments& args, const void* input, size_t inputBytes,
+                    std::span<const Block> outputs, int root);
+void agreeAndScatter(Comm& comm, const CallArguments& args, std::span<const Block> inputs,
+                     void* output, size_t outputBytes, int root);
+
 // all_to_all_single: agree() and the exchange, in as few rounds as the
 // route allows. On one host the records ride the first round of the
 // exchange and are judged before any block is read, so a call whose blocks

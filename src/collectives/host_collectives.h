@@ -67,10 +67,12 @@ class HostCollectives {
   virtual void reduceScatter(const HostCall& call, const void* input,
                              const std::vector<size_t>& blockCounts, void* output, DType dtype,
                              ReduceOp op) const = 0;
+  // `agreement`: as broadcast's.
   virtual void gather(const HostCall& call, const void* input, size_t inputBytes,
-                      std::span<const Block> outputs, int root) const = 0;
+                      std::span<const Block> outputs, int root,
+                      const Agreement* agreement) const = 0;
   virtual void scatter(const HostCall& call, std::span<const Block> inputs, void* output,
-                       size_t outputBytes, int root) const = 0;
+                       size_t outputBytes, int root, const Agreement* agreement) const = 0;
   // With `agreement`, the records travel in the call's first round with
   // the first blocks, and `agreement->read` runs once every rank's is in,
   // before this rank reads any block: a `read` that throws ends the call

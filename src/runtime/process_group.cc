@@ -255,11 +255,10 @@ WorkPtr rootedCall(GroupImpl& group, TensorRef own, const OpOptions& o, RootBloc
   return group.runCollective(
       call.name(), call.signature(own.dtype, own.numel, o.root), call.algorithm(), o,
       [own, blocks = std::move(blocks), o, args = call.arguments(own.dtype, own.numel, o)](Comm& c) {
-        collectives::agree(c, args);
         if constexpr (kGathers) {
-          collectives::gather(c, own.data, own.bytes(), blocks, o.root);
+          collectives::agreeAndGather(c, args, own.data, own.bytes(), blocks, o.root);
         } else {
-          collectives::scatter(c, blocks, own.data, own.bytes(), o.root);
+          collectives::agreeAndScatter(c, args, blocks, own.data, own.bytes(), o.root);
         }
       });
 }

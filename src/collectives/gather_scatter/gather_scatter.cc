@@ -49,7 +49,7 @@ void linear(Comm& comm, int root, bool toRoot, void* mine, size_t myBytes,
 void gather(Comm& comm, const void* input, size_t inputBytes, std::span<const Block> outputs,
             int root) {
   if (comm.algorithm() == Algorithm::kOnHost) {
-    comm.host().gather(comm.hostCall(), input, inputBytes, outputs, root);
+    comm.host().gather(comm.hostCall(), input, inputBytes, outputs, root, nullptr);
     return;
   }
   // A gather only reads `input`; the schedule is written for both directions.
@@ -59,7 +59,7 @@ void gather(Comm& comm, const void* input, size_t inputBytes, std::span<const Bl
 void scatter(Comm& comm, std::span<const Block> inputs, void* output, size_t outputBytes,
              int root) {
   if (comm.algorithm() == Algorithm::kOnHost) {
-    comm.host().scatter(comm.hostCall(), inputs, output, outputBytes, root);
+    comm.host().scatter(comm.hostCall(), inputs, output, outputBytes, root, nullptr);
     return;
   }
   linear(comm, root, /*toRoot=*/false, output, outputBytes, inputs);

@@ -23,12 +23,13 @@ size_t publishedSize(ShmOp& op, int local) {
   return static_cast<size_t>(v);
 }
 
-// Round 0's size exchange; returns the largest size.
+// Round 0's size exchange, with the agreement's records if they ride the
+// call; returns the largest size.
 size_t exchangeSizes(ShmOp& op, size_t mine, const std::span<const Block>* rootBlocks,
-                     const char* what) {
+                     const char* what, const HostCollectives::Agreement* agreement) {
   const auto v = static_cast<uint64_t>(mine);
   std::memcpy(op.inlineData(), &v, sizeof(v));
-  op.publish();
+  publishWithRecords(op, agreement);
   op.waitAll();
   size_t largest = 0;
   for (int i = 0; i < op.size(); ++i) {
@@ -45,21 +46,27 @@ size_t exchangeSizes(ShmOp& op, size_t mine, const std::span<const Block>* rootB
 
 }  // namespace
 
+// With the agreement's records, the root copies its own block only once
+// they agree: ranks that disagree leave every output as it was.
 void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs,
-            int root) {
+            int root, const HostCollectives::Agreement* agreement) {
   const auto* in = static_cast<const uint8_t*>(input);
   const bool isRoot = op.rank() == root;
   const size_t piece = op.chunkBytes();
   const bool stream = isRoot && streamOutput(totalBytes(outputs));
-  if (isRoot) copyOut(outputs[static_cast<size_t>(root)].data, in, inputBytes, stream);
+  auto copyOwn = [&] {
+    if (isRoot) copyOut(outputs[static_cast<size_t>(root)].data, in, inputBytes, stream);
+  };
+  if (agreement == nullptr) copyOwn();
   size_t rounds = 1;
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     const size_t n = off < inputBytes ? std::min(piece, inputBytes - off) : 0;
     copyIn(op, op.begin(), in + off, n);
     if (k == 0) {
-      rounds = roundsFor(exchangeSizes(op, inputBytes, isRoot ? &outputs : nullptr, "gather"),
-                         piece);
+      rounds = roundsFor(
+          exchangeSizes(op, inputBytes, isRoot ? &outputs : nullptr, "gather", agreement), piece);
+      if (agreement != nullptr) copyOwn();
     } else {
       op.publish();
       if (isRoot) op.waitAll();
@@ -75,16 +82,22 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Blo
 }
 
 void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outputBytes,
-             int root) {
+             int root, const HostCollectives::Agreement* agreement) {
   auto* out = static_cast<uint8_t*>(output);
   const int p = op.size();
   const bool isRoot = op.rank() == root;
   const auto ranks = static_cast<size_t>(p);
   const bool stream = streamOutput(outputBytes);
-  if (isRoot) copyOut(out, inputs[static_cast<size_t>(root)].data, outputBytes, stream);
-  // Round 0 only agrees on sizes: the root learns them before it copies.
+  auto copyOwn = [&] {
+    if (isRoot) copyOut(out, inputs[static_cast<size_t>(root)].data, outputBytes, stream);
+  };
+  if (agreement == nullptr) copyOwn();
+  // Round 0 only agrees on sizes (and on the call, with the records): the
+  // root learns them before it copies.
   op.beginReading();
-  const size_t largest = exchangeSizes(op, outputBytes, isRoot ? &inputs : nullptr, "receive");
+  const size_t largest =
+      exchangeSizes(op, outputBytes, isRoot ? &inputs : nullptr, "receive", agreement);
+  if (agreement != nullptr) copyOwn();
   // The root's rounds need nobody's data: where the host's ranks have
   // cores of their own, in the rounds of a broadcast (one region per rank)
   // and as many parts as they allow, so it runs ahead of the readers (2

@@ -40,14 +40,14 @@ class ShmCollectives final : public HostCollectives {
     shm::reduceScatter(rounds, input, blockCounts, output, dtype, op);
   }
   void gather(const HostCall& call, const void* input, size_t inputBytes,
-              std::span<const Block> outputs, int root) const override {
+              std::span<const Block> outputs, int root, const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
-    shm::gather(rounds, input, inputBytes, outputs, root);
+    shm::gather(rounds, input, inputBytes, outputs, root, agreement);
   }
-  void scatter(const HostCall& call, std::span<const Block> inputs, void* output,
-               size_t outputBytes, int root) const override {
+  void scatter(const HostCall& call, std::span<const Block> inputs, void* output, size_t outputBytes,
+               int root, const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
-    shm::scatter(rounds, inputs, output, outputBytes, root);
+    shm::scatter(rounds, inputs, output, outputBytes, root, agreement);
   }
   void allToAll(const HostCall& call, std::span<const Block> sends, std::span<const Block> recvs,
                 const Agreement* agreement) const override {

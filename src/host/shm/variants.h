@@ -73,11 +73,11 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
 // gather_scatter.cc: every rank publishes its input chunk by chunk and the root
 // copies them out.
 void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs,
-            int root);
+            int root, const HostCollectives::Agreement* agreement);
 // gather_scatter.cc: the root publishes one region per rank and round, and every rank
 // copies its own out.
 void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outputBytes,
-             int root);
+             int root, const HostCollectives::Agreement* agreement);
 
 // all_to_all.cc: every rank publishes one region per peer and round, and every
 // rank copies its region of every peer's slot out. `agreement`: as
