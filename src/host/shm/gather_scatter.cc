@@ -62,11 +62,16 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Blo
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     const size_t n = off < inputBytes ? std::min(piece, inputBytes - off) : 0;
-    copyIn(op, op.begin(), in + off, n);
+    // The root's own block goes straight to its output: its slot stays
+    // unwritten.
+    if (isRoot) {
+      op.beginReading();
+    } else {
+      copyIn(op, op.begin(), in + off, n);
+    }
     if (k == 0) {
       rounds = roundsFor(
           exchangeSizes(op, inputBytes, isRoot ? &outputs : nullptr, "gather", agreement), piece);
-      if (agreement != nullptr) copyOwn();
     } else {
       op.publish();
       if (isRoot) op.waitAll();
@@ -79,6 +84,10 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Blo
       }
     }
   }
+  // With records: once they agree, and after the peers' blocks, which the
+  // root can read as soon as the records are judged (2 ranks, 64 KiB: 1.10x
+  // the time with its own block copied first).
+  if (agreement != nullptr) copyOwn();
 }
 
 void scatter(ShmOp& op, std::span<const Block> inputs, void* output, size_t outputBytes,
