@@ -303,69 +303,71 @@ bool recordsRideTheCall(const Comm& comm, const CallArguments& args) {
          fitsOnHost(comm, args);
 }
 
-// Runs `call(agreement, hostCall)` with the records of `args` riding the
-// call's first round on its host (recordsRideTheCall).
-template <class Call>
-void withRidingRecords(Comm& comm, const CallArguments& args, Call&& call) {
+using OnHost = FunctionRef<void(const HostCollectives::Agreement*, const HostCall&)>;
+
+// A call whose arguments must agree: on one host, `onHost` with the records
+// of `args` riding its first round (recordsRideTheCall); elsewhere agree(),
+// then `elsewhere`.
+void agreeThen(Comm& comm, const CallArguments& args, OnHost onHost, FunctionRef<void()> elsewhere) {
+  if (!recordsRideTheCall(comm, args)) {
+    agree(comm, args);
+    elsewhere();
+    return;
+  }
   auto write = [&](int64_t* mine) { encodeInto(args, comm.algorithm(), mine); };
   auto read = [&](HostCollectives::Records records) {
     judge(comm, operationInfo(args.operation), records);
   };
   const HostCollectives::Agreement agreement{write, read};
-  call(&agreement, comm.hostCall(recordSignature(comm)));
+  onHost(&agreement, comm.hostCall(recordSignature(comm)));
 }
 
 }  // namespace
 
 void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes, int root) {
-  if (bytes > kPayloadBytes && recordsRideTheCall(comm, args)) {
-    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
-      comm.host().broadcast(call, data, bytes, root, a);
-    });
-    return;
-  }
   if (bytes <= kPayloadBytes) {
+    // Small data travels in the records themselves, on every route.
     args.payload = data;
     args.payloadBytes = bytes;
+    if (!agree(comm, args)) broadcast(comm, data, bytes, root);
+    return;
   }
-  if (agree(comm, args)) return;
-  broadcast(comm, data, bytes, root);
+  agreeThen(
+      comm, args,
+      [&](const HostCollectives::Agreement* a, const HostCall& call) {
+        comm.host().broadcast(call, data, bytes, root, a);
+      },
+      [&] { broadcast(comm, data, bytes, root); });
 }
 
 void agreeAndReduce(Comm& comm, const CallArguments& args, void* data, size_t count, DType dtype,
                     ReduceOp op, int root) {
-  if (recordsRideTheCall(comm, args)) {
-    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
-      comm.host().reduce(call, data, count, dtype, op, root, a);
-    });
-    return;
-  }
-  agree(comm, args);
-  reduce(comm, data, count, dtype, op, root);
+  agreeThen(
+      comm, args,
+      [&](const HostCollectives::Agreement* a, const HostCall& call) {
+        comm.host().reduce(call, data, count, dtype, op, root, a);
+      },
+      [&] { reduce(comm, data, count, dtype, op, root); });
 }
 
 void agreeAndGather(Comm& comm, const CallArguments& args, const void* input, size_t inputBytes,
                     std::span<const Block> outputs, int root) {
-  if (recordsRideTheCall(comm, args)) {
-    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
-      comm.host().gather(call, input, inputBytes, outputs, root, a);
-    });
-    return;
-  }
-  agree(comm, args);
-  gather(comm, input, inputBytes, outputs, root);
+  agreeThen(
+      comm, args,
+      [&](const HostCollectives::Agreement* a, const HostCall& call) {
+        comm.host().gather(call, input, inputBytes, outputs, root, a);
+      },
+      [&] { gather(comm, input, inputBytes, outputs, root); });
 }
 
 void agreeAndScatter(Comm& comm, const CallArguments& args, std::span<const Block> inputs,
                      void* output, size_t outputBytes, int root) {
-  if (recordsRideTheCall(comm, args)) {
-    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
-      comm.host().scatter(call, inputs, output, outputBytes, root, a);
-    });
-    return;
-  }
-  agree(comm, args);
-  scatter(comm, inputs, output, outputBytes, root);
+  agreeThen(
+      comm, args,
+      [&](const HostCollectives::Agreement* a, const HostCall& call) {
+        comm.host().scatter(call, inputs, output, outputBytes, root, a);
+      },
+      [&] { scatter(comm, inputs, output, outputBytes, root); });
 }
 
 namespace {
@@ -408,15 +410,15 @@ void agreeAndAllToAll(Comm& comm, const CallArguments& args, std::span<const Blo
     allToAll(comm, sends, recvs);
   } else if (comm.route() != Route::kOnHost) {
     agreeAndExchangeByMessages(comm, args, sends, recvs);
-  } else if (recordsRideTheCall(comm, args)) {
-    // The call takes as many rounds as without records, and no block is
-    // read before they agree.
-    withRidingRecords(comm, args, [&](const HostCollectives::Agreement* a, const HostCall& call) {
-      comm.host().allToAll(call, sends, recvs, a);
-    });
   } else {
-    agree(comm, args);
-    allToAll(comm, sends, recvs);
+    // On one host the call takes as many rounds as without records, and no
+    // block is read before they agree.
+    agreeThen(
+        comm, args,
+        [&](const HostCollectives::Agreement* a, const HostCall& call) {
+          comm.host().allToAll(call, sends, recvs, a);
+        },
+        [&] { allToAll(comm, sends, recvs); });
   }
 }
 

@@ -10,32 +10,6 @@ namespace meshcomm::host::shm {
 namespace {
 
 void broadcastInRounds(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes,
-                       const HostCollectives::Agreement* agreement);
-
-}  // namespace
-
-// The root publishes and returns: it waits for nobody, except for a slot
-// to become free again. Every other rank checks the root's signature and
-// history; the root's own check against theirs happens in its next wait on
-// them (see ShmOp). With the agreement's records, every rank writes its
-// record into its cell in the first round, and all of them, the root too,
-// judge every record before anyone reads a byte; the rounds after run as
-// without (the root ahead).
-void broadcast(ShmOp& op, void* data, size_t bytes, int root,
-               const HostCollectives::Agreement* agreement) {
-  // 2 ranks, against rounds of a chunk in two parts: 1 MiB 158 -> 111 us
-  // per cell, 16 MiB 1.9 -> 1.45 ms; 64 KiB in rounds of 16 KiB 0.84x the
-  // time of one round (docs/tuning.md).
-  broadcastInRounds(op, data, bytes, root, aheadRoundBytes(op, bytes), agreement);
-}
-
-void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes) {
-  broadcastInRounds(op, data, bytes, root, roundBytes, nullptr);
-}
-
-namespace {
-
-void broadcastInRounds(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes,
                        const HostCollectives::Agreement* agreement) {
   auto* out = static_cast<uint8_t*>(data);
   const bool isRoot = op.rank() == root;
@@ -75,5 +49,24 @@ void broadcastInRounds(ShmOp& op, void* data, size_t bytes, int root, size_t rou
 }
 
 }  // namespace
+
+// The root publishes and returns: it waits for nobody, except for a slot
+// to become free again. Every other rank checks the root's signature and
+// history; the root's own check against theirs happens in its next wait on
+// them (see ShmOp). With the agreement's records, every rank writes its
+// record into its cell in the first round, and all of them, the root too,
+// judge every record before anyone reads a byte; the rounds after run as
+// without (the root ahead).
+void broadcast(ShmOp& op, void* data, size_t bytes, int root,
+               const HostCollectives::Agreement* agreement) {
+  // 2 ranks, against rounds of a chunk in two parts: 1 MiB 158 -> 111 us
+  // per cell, 16 MiB 1.9 -> 1.45 ms; 64 KiB in rounds of 16 KiB 0.84x the
+  // time of one round (docs/tuning.md).
+  broadcastInRounds(op, data, bytes, root, aheadRoundBytes(op, bytes), agreement);
+}
+
+void broadcast(ShmOp& op, void* data, size_t bytes, int root, size_t roundBytes) {
+  broadcastInRounds(op, data, bytes, root, roundBytes, nullptr);
+}
 
 }  // namespace meshcomm::host::shm

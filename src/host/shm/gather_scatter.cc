@@ -84,9 +84,7 @@ void gather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Blo
       }
     }
   }
-  // With records: once they agree, and after the peers' blocks, which the
-  // root can read as soon as the records are judged (2 ranks, 64 KiB: 1.10x
-  // the time with its own block copied first).
+  // With records: once they agree, so after the peers' blocks too.
   if (agreement != nullptr) copyOwn();
 }
 
