@@ -13,17 +13,13 @@ namespace meshcomm::collectives {
 namespace {
 
 // A record is a list of 64-bit words: a fixed header, the tables, then, for a broadcast, room for a
-// payload (kPayloadBytes). The header holds the call's algorithm too: ranks whose
-// MESHCOMM_ALGO_<OP> differ would otherwise run different protocols on the
-// same segment or sockets (on one host, records that ride a call's first
-// round beside records that have a round of their own).
-enum Word : size_t {
-  kDtype, kCount, kReduceOp, kRoot, kAlgorithm, kSplits, kSendSplits, kRecvSplits, kHeader
-};
+// payload (kPayloadBytes). Which algorithm a call runs follows from what the records check and
+// from settings the ranks compared when they joined (runtime/shared_settings.h), so the
+// records need not carry it.
+enum Word : size_t { kDtype, kCount, kReduceOp, kRoot, kSplits, kSendSplits, kRecvSplits, kHeader };
 constexpr size_t kPayloadWords = kPayloadBytes / sizeof(int64_t);
 
-void encodeHeader(const CallArguments& a, Algorithm algorithm, int64_t* w) {
-  w[kAlgorithm] = static_cast<int64_t>(algorithm);
+void encodeHeader(const CallArguments& a, int64_t* w) {
   w[kDtype] = static_cast<int64_t>(a.dtype);
   w[kCount] = static_cast<int64_t>(a.count);
   w[kReduceOp] = static_cast<int64_t>(a.op);
@@ -38,16 +34,16 @@ size_t recordWords(const CallArguments& a) {
 }
 
 // The header and the tables into `w` (recordWords(a) words).
-void encodeInto(const CallArguments& a, Algorithm algorithm, int64_t* w) {
-  encodeHeader(a, algorithm, w);
+void encodeInto(const CallArguments& a, int64_t* w) {
+  encodeHeader(a, w);
   w = std::copy(a.splits.begin(), a.splits.end(), w + kHeader);
   w = std::copy(a.sendSplits.begin(), a.sendSplits.end(), w);
   std::copy(a.recvSplits.begin(), a.recvSplits.end(), w);
 }
 
-std::vector<int64_t> encode(const CallArguments& a, Algorithm algorithm) {
+std::vector<int64_t> encode(const CallArguments& a) {
   std::vector<int64_t> w(recordWords(a));
-  encodeInto(a, algorithm, w.data());
+  encodeInto(a, w.data());
   // Every broadcast's record has room for a payload, so records of ranks
   // that disagree on whether the data is small enough have one size.
   if (a.operation == Operation::kBroadcast) {
@@ -112,12 +108,6 @@ std::string headerDifference(const OperationInfo& info, const int64_t* ra, int a
   }
   if (ra[kCount] != rb[kCount]) {
     return pair("element counts", std::to_string(ra[kCount]), std::to_string(rb[kCount]));
-  }
-  if (ra[kAlgorithm] != rb[kAlgorithm]) {
-    auto name = [](int64_t v) { return std::string(algorithmName(static_cast<Algorithm>(v))); };
-    return "they run different algorithms: rank " + std::to_string(a) + " runs " + name(ra[kAlgorithm]) +
-           ", rank " + std::to_string(b) + " runs " + name(rb[kAlgorithm]) +
-           " (MESHCOMM_ALGO_* must be set alike on every rank)";
   }
   return "";
 }
@@ -192,7 +182,7 @@ bool agreeOnHost(Comm& comm, const CallArguments& args) {
   const size_t words = recordWords(args);
   bool delivered = false;
   auto write = [&](int64_t* mine) {
-    encodeInto(args, comm.algorithm(), mine);
+    encodeInto(args, mine);
     if (args.payload != nullptr && args.payloadBytes > 0) {
       std::memcpy(mine + words, args.payload, args.payloadBytes);
     }
@@ -278,7 +268,7 @@ bool agree(Comm& comm, const CallArguments& args) {
   if (comm.size() > 1 && fitsOnHost(comm, args)) {
     delivered = agreeOnHost(comm, args);
   } else if (comm.size() > 1) {
-    const std::vector<int64_t> mine = encode(args, comm.algorithm());
+    const std::vector<int64_t> mine = encode(args);
     const auto records = exchangeByMessages(comm, mine);
     judge(comm, operationInfo(args.operation), records);
     if (args.payload != nullptr) {
@@ -314,7 +304,7 @@ void agreeThen(Comm& comm, const CallArguments& args, OnHost onHost, FunctionRef
     elsewhere();
     return;
   }
-  auto write = [&](int64_t* mine) { encodeInto(args, comm.algorithm(), mine); };
+  auto write = [&](int64_t* mine) { encodeInto(args, mine); };
   auto read = [&](HostCollectives::Records records) {
     judge(comm, operationInfo(args.operation), records);
   };
@@ -376,7 +366,7 @@ namespace {
 void agreeAndExchangeByMessages(Comm& comm, const CallArguments& args,
                                 std::span<const Block> sends, std::span<const Block> recvs) {
   const int me = comm.rank();
-  const std::vector<int64_t> mine = encode(args, comm.algorithm());
+  const std::vector<int64_t> mine = encode(args);
   const bool early = eagerBytesTo(mine, me) >= 0;
   // The blocks travel in the call's first phase, as after agree().
   comm.nextPhase();

@@ -197,6 +197,7 @@ size_t familyIndex(Opcode collective) {
 struct Forced {
   Algorithm algo = Algorithm::kAuto;  // kAuto: nothing
   std::string error;                  // set: the value names no algorithm of the family
+  std::string invalid;                // then: the value as written
 };
 
 Forced parse(const Family& family) {
@@ -216,24 +217,81 @@ Forced parse(const Family& family) {
     if (contains(family.algorithms, n.algo)) choices += std::string(", ") + n.name;
   }
   out.error = std::string(family.variable) + "='" + *value + "' is not one of: " + choices;
+  out.invalid = *value;
   return out;
 }
 
 // The forced algorithm of the family at `index`, kAuto for none. The
 // variables are parsed once per process: scanning the environment on
 // every call would cost a small collective a tenth of its time.
-Algorithm forcedAlgorithm(size_t index) {
+const std::array<Forced, kFamilyCount>& forcedByFamily() {
   static const std::array<Forced, kFamilyCount> kForced = [] {
     std::array<Forced, kFamilyCount> out;
     for (size_t i = 0; i < kFamilyCount; ++i) out[i] = parse(kFamilies[i]);
     return out;
   }();
-  const Forced& forced = kForced[index];
+  return kForced;
+}
+
+Algorithm forcedAlgorithm(size_t index) {
+  const Forced& forced = forcedByFamily()[index];
   if (!forced.error.empty()) [[unlikely]] refuse(forced.error);
   return forced.algo;
 }
 
+constexpr int64_t kDefaultChunkBytes = 1 << 20;
+constexpr int64_t kDefaultPieceBytes = 4 << 20;
+
+size_t configuredChunkBytes() {
+  static const size_t configured = static_cast<size_t>(
+      std::max<int64_t>(4096, envIntOr("MESHCOMM_CHUNK_BYTES", kDefaultChunkBytes)));
+  return configured;
+}
+
+// Pieces of 4 MiB fit in the sockets' buffers as the kernel sizes them, so
+// a leader's exchange moves while it works in shared memory; smaller ones
+// add rounds, larger ones leave the link idle longer at the start and the
+// end (docs/tuning.md). 0: no pieces.
+size_t configuredPieceBytes() {
+  static const size_t configured = static_cast<size_t>(
+      std::max<int64_t>(0, envIntOr("MESHCOMM_HIER_PIECE_BYTES", kDefaultPieceBytes)));
+  return configured;
+}
+
+// A value as it may travel in the join record: no spaces, no commas.
+std::string plainText(std::string value) {
+  for (char& c : value) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == '.' || c == '-';
+    if (!plain) c = '?';
+  }
+  return value;
+}
+
 }  // namespace
+
+std::string settingsRanksMustShare() {
+  std::string out;
+  auto add = [&out](const char* variable, const std::string& value) {
+    if (!out.empty()) out += ',';
+    out.append(variable).append("=").append(value);
+  };
+  for (size_t i = 0; i < kFamilyCount; ++i) {
+    const Forced& forced = forcedByFamily()[i];
+    if (!forced.invalid.empty()) {
+      add(kFamilies[i].variable, plainText(forced.invalid));
+    } else if (forced.algo != Algorithm::kAuto) {
+      add(kFamilies[i].variable, algorithmName(forced.algo));
+    }
+  }
+  if (configuredChunkBytes() != static_cast<size_t>(kDefaultChunkBytes)) {
+    add("MESHCOMM_CHUNK_BYTES", std::to_string(configuredChunkBytes()));
+  }
+  if (configuredPieceBytes() != static_cast<size_t>(kDefaultPieceBytes)) {
+    add("MESHCOMM_HIER_PIECE_BYTES", std::to_string(configuredPieceBytes()));
+  }
+  return out;
+}
 
 const char* algorithmName(Algorithm algo) {
   for (const auto& n : kNames) {
@@ -263,20 +321,13 @@ Algorithm chooseStepAlgorithm(Opcode collective, size_t bytes, int groupSize, Ro
 }
 
 size_t pipelineChunkBytes(size_t bytes) {
-  static const size_t configured = static_cast<size_t>(
-      std::max<int64_t>(4096, envIntOr("MESHCOMM_CHUNK_BYTES", 1024 * 1024)));
-  return std::min(std::max<size_t>(bytes, 1), configured);
+  return std::min(std::max<size_t>(bytes, 1), configuredChunkBytes());
 }
 
 size_t hierarchicalPieceBytes(size_t bytes) {
-  // Pieces of 4 MiB fit in the sockets' buffers as the kernel sizes them,
-  // so a leader's exchange moves while it works in shared memory; smaller
-  // ones add rounds, larger ones leave the link idle longer at the start
-  // and the end (docs/tuning.md).
-  static const int64_t configured =
-      std::max<int64_t>(0, envIntOr("MESHCOMM_HIER_PIECE_BYTES", 4 << 20));
-  if (configured == 0 || bytes <= static_cast<uint64_t>(configured)) return 0;
-  return static_cast<size_t>(configured);
+  const size_t configured = configuredPieceBytes();
+  if (configured == 0 || bytes <= configured) return 0;
+  return configured;
 }
 
 bool streamOutput(size_t bytes) {

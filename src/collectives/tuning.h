@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "collectives/operations.h"
 #include "transport/placement.h"
@@ -74,5 +75,16 @@ size_t hierarchicalPieceBytes(size_t bytes);
 // into memory it has not just read, streams the output past the caches
 // (common/stream_copy.h): from 4 MiB, or MESHCOMM_SHM_STREAM_BYTES.
 bool streamOutput(size_t bytes);
+
+// The settings that decide which messages and rounds ranks exchange: the
+// forced algorithms (MESHCOMM_ALGO_<OP>), the pipeline chunk and the
+// hierarchical piece. Ranks that differ in any of them would run different
+// protocols against each other, so the runtime compares them when the
+// ranks join (src/runtime/world.cc). "VARIABLE=value" for each one not at
+// its default, in a fixed order, joined by commas; "" when all are. The
+// values are the ones the calls use (parsed once per process), so what is
+// compared is what runs; a value that names no algorithm stays as written,
+// with any character other than letters, digits, '_', '.' and '-' as '?'.
+std::string settingsRanksMustShare();
 
 }  // namespace meshcomm

@@ -19,6 +19,7 @@ constexpr char kVerdict[] = "join/verdict";
 
 std::string rankKey(int r) { return "rank/" + std::to_string(r); }
 std::string seenKey(int r) { return "join/seen/" + std::to_string(r); }
+std::string refusedKey(int r) { return "join/refused/" + std::to_string(r); }
 
 std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
 Bytes bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
@@ -98,6 +99,24 @@ void awaitEveryRank(Store& jobStore, int rank, int size, bool hostsStore,
       storeGone(e, arrivedSoFar);
     }
   }
+}
+
+void refuseJoin(Store& jobStore, int rank, int size, bool hostsStore, const std::string& why) {
+  try {
+    if (!hostsStore) {
+      jobStore.set(refusedKey(rank), bytes("1"));
+    } else {
+      std::vector<std::string> others;
+      for (int r = 0; r < size; ++r) {
+        if (r != rank) others.push_back(refusedKey(r));
+      }
+      if (!others.empty()) jobStore.wait(others, kLinger);
+    }
+  } catch (const Error&) {
+    // A rank that no longer answers, or a store already gone: the verdict
+    // below is this rank's either way.
+  }
+  throw InvalidArgument(why);
 }
 
 }  // namespace meshcomm

@@ -26,4 +26,11 @@ namespace meshcomm {
 void awaitEveryRank(Store& jobStore, int rank, int size, bool hostsStore,
                     const std::string& storeHost, std::chrono::milliseconds timeout);
 
+// Fails the join with InvalidArgument(`why`) once every rank has read every
+// record: each rank that finds the records disagree calls this (they all
+// do: they judge the same records alike), and the store host waits (for a
+// short bound) until the others have said so, so that none of them loses
+// the store before it has read what it needs.
+[[noreturn]] void refuseJoin(Store& jobStore, int rank, int size, bool hostsStore, const std::string& why);
+
 }  // namespace meshcomm

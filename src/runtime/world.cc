@@ -26,6 +26,7 @@
 #include "runtime/flight_recorder.h"
 #include "runtime/group.h"
 #include "runtime/launch_env.h"
+#include "runtime/shared_settings.h"
 #include "runtime/survivors.h"
 #include "runtime/torch_agent_store.h"
 #include "transport/group_transport.h"
@@ -461,7 +462,7 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
       envString("MESHCOMM_JOB_ID").value_or("port" + std::to_string(storePort)).substr(0, 12) + "-" +
           std::to_string(generation));
 
-  const std::string me = "world_size=" + std::to_string(size) + " host=" + hostName() +
+  const std::string me = "world_size=" + std::to_string(size) + sharedSettingsField() + " host=" + hostName() +
                          " pid=" + std::to_string(getpid()) +
                          " job_rank=" + std::to_string(FlightRecorder::jobRank()) +
                          " machine=" + localMachineId() + " node=" + localHostId();
@@ -487,8 +488,9 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
   // share its cores: waits weigh every rank of the machine against them.
   int sameMachine = 0;
   const std::string myMachineId = localMachineId();
+  std::vector<std::string> records;
   for (const Bytes& info : w->jobStore->multiGet(rankKeys)) {
-    std::string s(info.begin(), info.end());
+    const std::string& s = records.emplace_back(info.begin(), info.end());
     size_t node = s.find(" node=");
     w->hostIdOfRank.push_back(node == std::string::npos ? s : s.substr(node + 6));
     std::string theirs = s.substr(0, s.find(' '));
@@ -509,6 +511,9 @@ std::shared_ptr<World> World::init(const InitOptions& options) {
         std::string_view(s).substr(machine + 9, node - machine - 9) == myMachineId) {
       ++sameMachine;
     }
+  }
+  if (std::string why = sharedSettingsDisagreement(records); !why.empty()) {
+    refuseJoin(*w->jobStore, rank, size, w->hostsStore, "joining the job: " + why);
   }
   // The launcher knows how it placed its processes; without its word, the
   // rank's position among those of this host.

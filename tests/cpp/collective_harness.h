@@ -501,6 +501,9 @@ struct JobOptions {
   // InitOptions' names of the world group.
   std::string worldGroupName = "world";
   std::vector<std::string> worldGroupAliases;
+  // The body calls World::init(e.init) itself (tests of joining); the
+  // harness leaves e.world empty.
+  bool bodyJoins = false;
 };
 
 // What a rank's test body gets.
@@ -509,6 +512,7 @@ struct RankEnv {
   int size = 1;
   std::shared_ptr<TCPStore> store;  // the job's store (this rank's client)
   std::shared_ptr<World> world;     // the body may reset it to destroy the World early
+  InitOptions init;                 // what the harness joins with (JobOptions::bodyJoins)
   int fdsBeforeInit = -1;           // /proc/self/fd count just before World::init
   int threadsBeforeInit = -1;       // /proc/self/task count just before World::init
   std::string fdListingBeforeInit;  // fdListing() at the same moment
@@ -578,15 +582,17 @@ inline int runRank(int rank, int p, const JobOptions& o, PipeChannel& portPipe,
   // No rank opens its runtime's store connection (accepted in rank 0)
   // before rank 0 has counted.
   storeBarrier(*env.store, "baseline", p);
-  InitOptions io;
+  InitOptions& io = env.init;
   io.store = env.store;
   io.rank = rank;
   io.worldSize = p;
   io.timeout = o.timeout;
   io.worldGroupName = o.worldGroupName;
   io.worldGroupAliases = o.worldGroupAliases;
-  env.world = World::init(io);
-  CHILD_CHECK(env.world->rank() == rank && env.world->size() == p);
+  if (!o.bodyJoins) {
+    env.world = World::init(io);
+    CHILD_CHECK(env.world->rank() == rank && env.world->size() == p);
+  }
   const int code = body(env);
   env.world.reset();
   const int expect = o.expectDone < 0 ? p : o.expectDone;

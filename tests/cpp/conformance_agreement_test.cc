@@ -277,55 +277,6 @@ TEST(AgreementLeavesNothingBehind, AllToAllSingleOverTcp) {
   runAgreement(kHierarchical2x2, 1000, "all_to_all_single", bound, 20);
 }
 
-// One rank forces another algorithm for broadcast and reduce than the
-// others run (on one host: a protocol over messages beside the records
-// riding the shared-memory call's first round; over TCP: a chain beside a
-// tree): every rank fails the call with the algorithms named, no output is
-// written, and the group stays usable.
-void runDifferentAlgorithms(const TransportCase& transport, const std::string& broadcastAlgo,
-                            const std::string& reduceAlgo) {
-  JobOptions o;
-  o.bound = 60s;
-  o.timeout = 30s;
-  o.rankEnv = [&](int rank) {
-    std::vector<std::pair<std::string, std::string>> env;
-    if (rank == 1) env = {{"MESHCOMM_ALGO_BROADCAST", broadcastAlgo}, {"MESHCOMM_ALGO_REDUCE", reduceAlgo}};
-    return env;
-  };
-  auto statuses = runWorld(transport.p, withTransport(transport, o), [&](RankEnv& e) {
-    ProcessGroup& pg = e.pg();
-    for (const char* op : {"broadcast", "reduce"}) {
-      // 4 KiB: above what travels in a broadcast's records.
-      std::vector<int32_t> data(1024, own(e.rank));
-      std::string what;
-      Caught got = catchError(
-          [&] { (std::strcmp(op, "broadcast") == 0 ? pg.broadcast(ref(data)) : pg.reduce(ref(data)))->wait(); },
-          &what);
-      CHILD_CHECK(got == Caught::kMismatch, "" << op << ": rank " << e.rank << " got " << caughtName(got) << " ("
-                                               << what << ")");
-      CHILD_CHECK(what.find("different algorithms") != std::string::npos &&
-                      what.find("MESHCOMM_ALGO_") != std::string::npos &&
-                      what.find("the group is still usable") != std::string::npos,
-                  "" << op << ": unclear message on rank " << e.rank << ": " << what);
-      CHILD_CHECK(data.front() == own(e.rank) && data.back() == own(e.rank),
-                  "" << op << ": rank " << e.rank << "'s data was written");
-    }
-    std::vector<int32_t> sum(16, 1);
-    std::string what;
-    Caught next = catchError([&] { pg.allReduce(ref(sum))->wait(); }, &what);
-    CHILD_CHECK(next == Caught::kNone, "the next call failed on rank " << e.rank << ": " << what);
-    CHILD_CHECK(sum.front() == pg.size(), "the next call's result is wrong on rank " << e.rank);
-    return kExitOk;
-  });
-  EXPECT_TRUE(allOk(statuses)) << transport.name() << "\n" << describeAll(statuses);
-}
-
-TEST(AgreementForcedAlgorithms, RanksThatForceDifferentOnesFailAlike) {
-  runDifferentAlgorithms(shmCase(2), "binomial_tree", "binomial_tree");
-  runDifferentAlgorithms(shmCase(3), "chain", "reduce_scatter_gather");
-  runDifferentAlgorithms(tcpCase(3), "chain", "reduce_scatter_gather");
-}
-
 // all_to_all_single with ranks that agree, where some send their blocks
 // with their agreement records and one, with a large block, after the
 // verdict: every block lands where it belongs.

@@ -69,10 +69,14 @@ inline constexpr TransportCase kHierarchical2x2{
 inline JobOptions withTransport(const TransportCase& c, JobOptions options = {}) {
   options.env.emplace_back("MESHCOMM_SHM", c.kind == TransportKind::kTcp ? "0" : "1");
   if (c.kind == TransportKind::kHierarchical) {
+    // After the test's own per-rank environment, if it has one.
     auto hostOf = c.hostOf;
-    options.rankEnv = [hostOf](int rank) {
-      return std::vector<std::pair<std::string, std::string>>{
-          {"MESHCOMM_HOST_ID", "emulated-host-" + std::to_string(hostOf(rank))}};
+    auto own = std::move(options.rankEnv);
+    options.rankEnv = [hostOf, own](int rank) {
+      std::vector<std::pair<std::string, std::string>> env;
+      if (own) env = own(rank);
+      env.emplace_back("MESHCOMM_HOST_ID", "emulated-host-" + std::to_string(hostOf(rank)));
+      return env;
     };
   }
   return options;
