@@ -360,6 +360,26 @@ void agreeAndScatter(Comm& comm, const CallArguments& args, std::span<const Bloc
       [&] { scatter(comm, inputs, output, outputBytes, root); });
 }
 
+void agreeAndAllGather(Comm& comm, const CallArguments& args, const void* input, size_t inputBytes,
+                       std::span<const Block> outputs) {
+  agreeThen(
+      comm, args,
+      [&](const HostCollectives::Agreement* a, const HostCall& call) {
+        comm.host().allGather(call, input, inputBytes, outputs, a);
+      },
+      [&] { allGather(comm, input, inputBytes, outputs); });
+}
+
+void agreeAndReduceScatter(Comm& comm, const CallArguments& args, const void* input,
+                           const std::vector<size_t>& blockCounts, void* output, DType dtype, ReduceOp op) {
+  agreeThen(
+      comm, args,
+      [&](const HostCollectives::Agreement* a, const HostCall& call) {
+        comm.host().reduceScatter(call, input, blockCounts, output, dtype, op, a);
+      },
+      [&] { reduceScatter(comm, input, blockCounts, output, dtype, op); });
+}
+
 namespace {
 
 // all_to_all_single over messages: see agreeAndAllToAll.

@@ -104,6 +104,14 @@ void agreeAndGather(Comm& comm, const CallArguments& args, const void* input, si
 void agreeAndScatter(Comm& comm, const CallArguments& args, std::span<const Block> inputs,
                      void* output, size_t outputBytes, int root);
 
+// The uneven all_gather and reduce_scatter (`args.splits`: every rank's
+// block): agree() and the call; on one host the records ride its first
+// round, and no output is written before they are judged.
+void agreeAndAllGather(Comm& comm, const CallArguments& args, const void* input, size_t inputBytes,
+                       std::span<const Block> outputs);
+void agreeAndReduceScatter(Comm& comm, const CallArguments& args, const void* input,
+                           const std::vector<size_t>& blockCounts, void* output, DType dtype, ReduceOp op);
+
 // all_to_all_single: agree() and the exchange, in as few rounds as the
 // route allows. On one host the records ride the first round of the
 // exchange and are judged before any block is read, so a call whose blocks

@@ -62,11 +62,12 @@ class HostCollectives {
   // `agreement`: as broadcast's.
   virtual void reduce(const HostCall& call, void* data, size_t count, DType dtype, ReduceOp op,
                       int root, const Agreement* agreement) const = 0;
+  // `agreement`: as allToAll's (the uneven forms' split sizes).
   virtual void allGather(const HostCall& call, const void* input, size_t inputBytes,
-                         std::span<const Block> outputs) const = 0;
+                         std::span<const Block> outputs, const Agreement* agreement) const = 0;
   virtual void reduceScatter(const HostCall& call, const void* input,
                              const std::vector<size_t>& blockCounts, void* output, DType dtype,
-                             ReduceOp op) const = 0;
+                             ReduceOp op, const Agreement* agreement) const = 0;
   // `agreement`: as broadcast's.
   virtual void gather(const HostCall& call, const void* input, size_t inputBytes,
                       std::span<const Block> outputs, int root,

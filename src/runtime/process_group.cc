@@ -362,8 +362,7 @@ WorkPtr ProcessGroup::allGatherIntoTensorUneven(TensorRef output, TensorRef inpu
       call.name(),
       call.signature(input.dtype, static_cast<uint64_t>(output.numel), digest(counts)),
       call.algorithm(totalBytes(blocks)), o, [input, blocks, args](Comm& c) {
-        collectives::agree(c, args);
-        collectives::allGather(c, input.data, input.bytes(), blocks);
+        collectives::agreeAndAllGather(c, args, input.data, input.bytes(), blocks);
       });
 }
 
@@ -415,8 +414,7 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
       call.name(),
       call.signature(output.dtype, static_cast<uint64_t>(input.numel), digest(counts), o.op),
       call.algorithm(), o, [output, input, sizes, o, args](Comm& c) {
-        collectives::agree(c, args);
-        collectives::reduceScatter(c, input.data, sizes, output.data, output.dtype, o.op);
+        collectives::agreeAndReduceScatter(c, args, input.data, sizes, output.data, output.dtype, o.op);
       });
 }
 

@@ -25,6 +25,10 @@ const std::vector<CollectiveInfo>& allCollectives() {
       {Operation::kReduce, "reduce", true, 1},
       {Operation::kAllGatherIntoTensor, "all_gather", false, 1},
       {Operation::kReduceScatterTensor, "reduce_scatter", false, 1},
+      // The uneven forms with every rank's block alike: what their split
+      // sizes' agreement costs beside the even forms.
+      {Operation::kAllGatherIntoTensorUneven, "all_gather_uneven", false, 1},
+      {Operation::kReduceScatterTensorUneven, "reduce_scatter_uneven", false, 1},
       {Operation::kAllToAllSingle, "all_to_all", false, 1},
       {Operation::kGatherIntoTensor, "gather", false, 1},
       {Operation::kScatterTensor, "scatter", false, 1},
@@ -65,8 +69,10 @@ Shape shapeFor(const CollectiveInfo& info, uint64_t bytes, DType dtype, int nran
       // (scatters) or n both ways; the count is one block, the bandwidth
       // counts all n blocks.
       const bool gathers = info.operation == Operation::kAllGatherIntoTensor ||
+                           info.operation == Operation::kAllGatherIntoTensorUneven ||
                            info.operation == Operation::kGatherIntoTensor;
       const bool scatters = info.operation == Operation::kReduceScatterTensor ||
+                            info.operation == Operation::kReduceScatterTensorUneven ||
                             info.operation == Operation::kScatterTensor;
       s.sendCount = gathers ? block : block * n;
       s.recvCount = scatters ? block : block * n;
@@ -155,6 +161,10 @@ WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slot
     case Operation::kReduce: return group.reduce(in, options);
     case Operation::kAllGatherIntoTensor: return group.allGatherIntoTensor(out, in, options);
     case Operation::kReduceScatterTensor: return group.reduceScatterTensor(out, in, options);
+    case Operation::kAllGatherIntoTensorUneven:
+      return group.allGatherIntoTensorUneven(out, in, std::vector<int64_t>(group.size(), in.numel), options);
+    case Operation::kReduceScatterTensorUneven:
+      return group.reduceScatterTensorUneven(out, in, std::vector<int64_t>(group.size(), out.numel), options);
     case Operation::kAllToAllSingle: return group.allToAllSingle(out, in, {}, {}, options);
     case Operation::kGatherIntoTensor: return group.gatherIntoTensor(out, in, options);
     case Operation::kScatterTensor: return group.scatterTensor(out, in, options);
@@ -208,11 +218,13 @@ CheckResult verify(const CollectiveInfo& info, const Slots& slots, ValueClass cl
       return rank == root ? expectReduced(out, cls, op, nranks, 0)
                           : expectValues(out, cls, rank, 0);
     case Operation::kAllGatherIntoTensor:
+    case Operation::kAllGatherIntoTensorUneven:
     case Operation::kGatherIntoTensor:
       if (info.operation == Operation::kGatherIntoTensor && rank != root) return result;
       for (int j = 0; j < nranks; ++j) result.merge(expectValues(blockOf(out, block, j), cls, j, 0));
       return result;
     case Operation::kReduceScatterTensor:
+    case Operation::kReduceScatterTensorUneven:
       return expectReduced(out, cls, op, nranks, rank * out.numel);
     case Operation::kAllToAllSingle:
       for (int j = 0; j < nranks; ++j) {

@@ -11,6 +11,7 @@
 //   sendrecv        count          count          count          count*w
 //   all_gather      count/n        (count/n)*n    count/n        (count/n)*n*w
 //   reduce_scatter  (count/n)*n    count/n        count/n        (count/n)*n*w
+//   (all_gather_uneven and reduce_scatter_uneven: as the even forms, every block alike)
 //   all_to_all      (count/n)*n    (count/n)*n    count/n        (count/n)*n*w
 //   gather          count/n        (count/n)*n@root count/n      (count/n)*n*w
 //   scatter         (count/n)*n@root count/n      count/n        (count/n)*n*w

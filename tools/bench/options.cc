@@ -132,12 +132,14 @@ Sizes follow nccl-tests. For a size S, dtype size w, n ranks and count = S/w:
     count elements; "count" = count; algbw = count*w / time.
   all_gather, gather: each rank contributes count/n elements into an output of
     (count/n)*n; reduce_scatter, scatter: the input holds (count/n)*n elements
-    and each rank receives count/n; all_to_all: input and output both hold
+    and each rank receives count/n; all_gather_uneven, reduce_scatter_uneven:
+    as all_gather, reduce_scatter, through the uneven calls with every rank's
+    split alike; all_to_all: input and output both hold
     (count/n)*n elements, count/n per peer. For these "count" = count/n and
     algbw = (count/n)*n*w / time.
   size(B) is the larger of the send and receive buffer in bytes.
   busbw = algbw * factor: 2(n-1)/n for all_reduce; (n-1)/n for all_gather,
-    reduce_scatter, all_to_all, gather, scatter; 1 for broadcast, reduce and
+    reduce_scatter (and their uneven forms), all_to_all, gather, scatter; 1 for broadcast, reduce and
     sendrecv (each rank sends to rank+1 and receives from rank-1).
   barrier prints a single row of size 0 and no bandwidth.
   time(us) is the largest, over ranks, of each rank's mean time per operation

@@ -66,7 +66,7 @@ void allGather(Comm& comm, const void* input, size_t inputBytes,
                std::span<const Block> outputs) {
   const Algorithm algo = comm.algorithm();
   if (algo == Algorithm::kOnHost) {
-    comm.host().allGather(comm.hostCall(), input, inputBytes, outputs);
+    comm.host().allGather(comm.hostCall(), input, inputBytes, outputs, nullptr);
     return;
   }
   const Block& own = outputs[static_cast<size_t>(comm.rank())];

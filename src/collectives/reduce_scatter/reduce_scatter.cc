@@ -29,7 +29,7 @@ namespace meshcomm::collectives {
 void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
                    void* output, DType dtype, ReduceOp op) {
   if (comm.algorithm() == Algorithm::kOnHost) {
-    comm.host().reduceScatter(comm.hostCall(), input, blockCounts, output, dtype, op);
+    comm.host().reduceScatter(comm.hostCall(), input, blockCounts, output, dtype, op, nullptr);
     return;
   }
   const int p = comm.size();

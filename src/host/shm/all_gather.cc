@@ -7,7 +7,8 @@
 
 namespace meshcomm::host::shm {
 
-void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs) {
+void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs,
+               const HostCollectives::Agreement* agreement) {
   const auto* in = static_cast<const uint8_t*>(input);
   const int p = op.size();
   size_t largest = 0;
@@ -16,13 +17,17 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const 
   const size_t piece = useInline ? ShmDomain::kInlineBytes : op.chunkBytes();
   const size_t rounds = roundsFor(largest, piece);
   const bool stream = streamOutput(totalBytes(outputs));
-  copyOut(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes, stream);
+  auto copyOwn = [&] { copyOut(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes, stream); };
+  if (agreement == nullptr) copyOwn();
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     // Inline rounds leave the slot alone, so they claim none (ShmOp::beginReading).
     uint8_t* mine = useInline ? (op.beginReading(), op.inlineData()) : op.begin();
     if (off < inputBytes) copyIn(op, mine, in + off, std::min(piece, inputBytes - off));
-    op.publish();
+    // With records, every output stays as it was until they are judged,
+    // this rank's own block included.
+    publishWithRecords(op, k == 0 ? agreement : nullptr);
+    if (k == 0 && agreement != nullptr) copyOwn();
     op.waitAll();
     for (int i = 0; i < p; ++i) {
       const Block& b = outputs[static_cast<size_t>(i)];

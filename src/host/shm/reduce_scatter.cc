@@ -14,29 +14,33 @@ namespace {
 // the flag line. Reducing this rank's part from a private copy (see
 // reduceInlineLines) also keeps an in-place output from aliasing an input.
 void inlineReduceScatter(ShmOp& op, const uint8_t* in, const std::vector<size_t>& offs,
-                         void* output, DType dtype, ReduceOp rop) {
+                         void* output, DType dtype, ReduceOp rop,
+                         const HostCollectives::Agreement* agreement) {
   const size_t es = dtypeSize(dtype);
   const auto me = static_cast<size_t>(op.rank());
   alignas(64) uint8_t own[ShmDomain::kInlineBytes];
   copy(own, in, offs.back() * es);
   op.beginCell();
   copy(op.inlineData(), in, offs.back() * es);
-  op.publish();
+  publishWithRecords(op, agreement);
   op.waitAll();
   reduceInlineLines(op, own, offs[me] * es, output, offs[me + 1] - offs[me], dtype, rop);
 }
 
 }  // namespace
 
+// With records, the output is written only after they are judged: the
+// first round publishes them with the first pieces and reduces nothing
+// before every rank's is in.
 void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& blockCounts,
-                   void* output, DType dtype, ReduceOp rop) {
+                   void* output, DType dtype, ReduceOp rop, const HostCollectives::Agreement* agreement) {
   const auto* in = static_cast<const uint8_t*>(input);
   const size_t es = dtypeSize(dtype);
   const int p = op.size();
   const int me = op.rank();
   const std::vector<size_t> offs = offsetsOf(blockCounts);
   if (fitsInline(offs.back() * es)) {
-    inlineReduceScatter(op, in, offs, output, dtype, rop);
+    inlineReduceScatter(op, in, offs, output, dtype, rop, agreement);
     return;
   }
   const size_t largest = *std::max_element(blockCounts.begin(), blockCounts.end());
@@ -63,7 +67,7 @@ void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& bloc
       copyIn(op, mine + static_cast<size_t>(j) * chunk * es, in + (offs[static_cast<size_t>(j)] + first) * es,
            std::min(chunk, count - first) * es);
     }
-    op.publish();
+    publishWithRecords(op, k == 0 ? agreement : nullptr);
     op.waitAll();
     size_t myCount = blockCounts[static_cast<size_t>(me)];
     if (first >= myCount) continue;

@@ -29,15 +29,15 @@ class ShmCollectives final : public HostCollectives {
     ShmOp rounds = roundsOf(call);
     shm::reduce(rounds, data, count, dtype, op, root, agreement);
   }
-  void allGather(const HostCall& call, const void* input, size_t inputBytes,
-                 std::span<const Block> outputs) const override {
+  void allGather(const HostCall& call, const void* input, size_t inputBytes, std::span<const Block> outputs,
+                 const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
-    shm::allGather(rounds, input, inputBytes, outputs);
+    shm::allGather(rounds, input, inputBytes, outputs, agreement);
   }
   void reduceScatter(const HostCall& call, const void* input, const std::vector<size_t>& blockCounts,
-                     void* output, DType dtype, ReduceOp op) const override {
+                     void* output, DType dtype, ReduceOp op, const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
-    shm::reduceScatter(rounds, input, blockCounts, output, dtype, op);
+    shm::reduceScatter(rounds, input, blockCounts, output, dtype, op, agreement);
   }
   void gather(const HostCall& call, const void* input, size_t inputBytes,
               std::span<const Block> outputs, int root, const Agreement* agreement) const override {

@@ -62,13 +62,17 @@ void reduceAtRoot(ShmOp& op, const void* data, void* result, size_t count, DType
                   const HostCollectives::Agreement* agreement = nullptr);
 
 // all_gather.cc: every rank publishes its input in its slot, chunk by chunk, and
-// copies every other rank's out of theirs.
-void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs);
+// copies every other rank's out of theirs. `agreement`: records that ride
+// the first round, judged before any output is written.
+void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const Block> outputs,
+               const HostCollectives::Agreement* agreement = nullptr);
 
 // reduce_scatter.cc: every rank publishes a chunk of every block per round, in the
 // block's region of its slot, and reduces its own block out of every slot.
+// `agreement`: as allGather's.
 void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& blockCounts,
-                   void* output, DType dtype, ReduceOp rop);
+                   void* output, DType dtype, ReduceOp rop,
+                   const HostCollectives::Agreement* agreement = nullptr);
 
 // gather_scatter.cc: every rank publishes its input chunk by chunk and the root
 // copies them out.
