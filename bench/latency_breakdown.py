@@ -57,7 +57,9 @@ PARTS = [
     ("algorithm choice", r"chooseAlgorithm|chooseStepAlgorithm"),
     ("call context (deadline, Comm)", r"GroupImpl::contextFor|Comm::Comm|Comm::~Comm"),
     ("Work object", r"GroupImpl::finishedWork|Work::"),
-    ("agreement (cross-rank check)", r"agree|Agreement"),
+    # By the functions' own names: the on-host variants that take an
+    # Agreement as an argument are the collective's work.
+    ("agreement (cross-rank check)", r"(^|::)agree\w*\(|::judge\w*\(|(^|::)(read|share)Records\("),
 ]
 SETUP = "argument checks and call setup"
 BODY = "collective's own work (rounds, messages, copies)"
