@@ -1,6 +1,7 @@
 #include "collectives/agreement.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <span>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "common/env.h"
+#include "common/mix.h"
 
 namespace meshcomm::collectives {
 namespace {
@@ -163,6 +165,33 @@ bool recordsAgree(const OperationInfo& info, std::span<const int64_t* const> rec
     }
   }
   return true;
+}
+
+// This rank's record in one word, for HostCollectives::Agreement: the
+// words of records that recordsAgree() would pass are the same (a sum of
+// zero for all_to_all_single), and those of records that differ are not,
+// but for a chance of 2^-64. For all_to_all_single every pair's term is
+// added by its sender and subtracted by its receiver, each with its own
+// dtype: the sum cancels exactly when what each rank sends another is
+// what that one expects, in the same dtype.
+uint64_t recordDigest(const OperationInfo& info, const CallArguments& a, int rank) {
+  if (info.operation == Operation::kAllToAllSingle) {
+    auto term = [&](int from, int to, int64_t count) {
+      return mixWords(static_cast<uint64_t>(a.dtype), std::array<int64_t, 3>{from, to, count});
+    };
+    uint64_t sum = 0;
+    for (int peer = 0; peer < static_cast<int>(a.sendSplits.size()); ++peer) {
+      sum += term(rank, peer, a.sendSplits[static_cast<size_t>(peer)]);
+    }
+    for (int peer = 0; peer < static_cast<int>(a.recvSplits.size()); ++peer) {
+      sum -= term(peer, rank, a.recvSplits[static_cast<size_t>(peer)]);
+    }
+    return sum;
+  }
+  const std::array<int64_t, 5> header = {static_cast<int64_t>(a.dtype), static_cast<int64_t>(a.count),
+                                         info.reduces ? static_cast<int64_t>(a.op) : 0,
+                                         info.rooted() ? a.root : 0, static_cast<int64_t>(a.splits.size())};
+  return mixWords(mixWords(0, header), std::span<const int64_t>(a.splits.data(), a.splits.size()));
 }
 
 // The same verdict on every rank: every rank holds the same records.
@@ -340,7 +369,9 @@ void agreeThen(Comm& comm, const CallArguments& args, OnHost onHost, FunctionRef
   auto read = [&](HostCollectives::Records records) {
     judge(comm, operationInfo(args.operation), records);
   };
-  const HostCollectives::Agreement agreement{write, read};
+  const OperationInfo& info = operationInfo(args.operation);
+  const HostCollectives::Agreement agreement{write, read, recordDigest(info, args, comm.rank()),
+                                             info.operation == Operation::kAllToAllSingle};
   onHost(&agreement, comm.hostCall(recordSignature(comm)));
 }
 

@@ -45,10 +45,19 @@ class HostCollectives {
   // this rank's (recordBytes() writable bytes, 64-bit aligned), `read` gets
   // every rank's, indexed by group rank; records stay valid only during
   // `read`.
+  //
+  // Where the records ride a call's round, each rank also hands every
+  // other its record's `digest`, and `read` runs only if the digests do
+  // not agree (every rank's the same; with `digestsSumToZero`, their sum
+  // is zero): almost every call then reads no record, and the rare one
+  // that disagrees gets the full verdict. The digests are the same on
+  // every rank, so every rank takes the same way.
   using Records = std::span<const int64_t* const>;
   struct Agreement {
     FunctionRef<void(int64_t*)> write;
     FunctionRef<void(Records)> read;
+    uint64_t digest = 0;
+    bool digestsSumToZero = false;
   };
 
   // `algorithm`: the table's choice among the on-host all_reduce algorithms

@@ -11,22 +11,14 @@
 #include "collectives/collectives.h"
 #include "collectives/operations.h"
 #include "collectives/p2p.h"
+#include "common/mix.h"
 #include "meshcomm/error.h"
 #include "runtime/group.h"
 
 namespace meshcomm {
 namespace {
 
-uint64_t digest(const std::vector<int64_t>& values) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (int64_t v : values) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-      h *= 1099511628211ull;
-    }
-  }
-  return h;
-}
+uint64_t digest(const std::vector<int64_t>& values) { return mixWords(values.size(), values); }
 
 BlockList blocksOf(const std::vector<TensorRef>& tensors) {
   BlockList out;

@@ -81,6 +81,16 @@ void readRecords(ShmOp& op, const HostCollectives::Agreement& agreement) {
   agreement.read(HostCollectives::Records(records, static_cast<size_t>(op.size())));
 }
 
+bool digestsAgree(const ShmOp& op, const HostCollectives::Agreement& agreement) {
+  uint64_t sum = 0;
+  for (int local = 0; local < op.size(); ++local) {
+    const uint64_t word = op.wordOf(local);
+    if (!agreement.digestsSumToZero && word != agreement.digest) return false;
+    sum += word;  // wraps: the sum is taken modulo 2^64
+  }
+  return !agreement.digestsSumToZero || sum == 0;
+}
+
 void barrier(ShmOp& op) {
   op.beginReading();  // nothing goes into the slot
   op.publish();

@@ -142,19 +142,26 @@ void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vect
 // rank, where they lie.
 void readRecords(ShmOp& op, const HostCollectives::Agreement& agreement);
 
+// Whether every rank's digest of its record, published with this round
+// (ShmOp::publishWord), says the records agree (HostCollectives::Agreement).
+bool digestsAgree(const ShmOp& op, const HostCollectives::Agreement& agreement);
+
 // Publishes the round. With `agreement` (the first round of a call whose
-// records ride it), this rank's record goes into its cell first, and the
-// call returns only once every rank's is in and `agreement->read` has
-// judged them, which may throw: before the caller reads anyone's data.
+// records ride it), this rank's record goes into its cell first and its
+// digest into its flag line, and the call returns only once every rank's
+// is in and they agree, or `agreement->read` has judged the records, which
+// may throw: before the caller reads anyone's data. The records are read
+// only when the digests differ, so a call whose ranks agree moves no cell
+// between them.
 inline void publishWithRecords(ShmOp& op, const HostCollectives::Agreement* agreement) {
   if (agreement == nullptr) {
     op.publish();
     return;
   }
   agreement->write(reinterpret_cast<int64_t*>(op.ownCell()));
-  op.publish();
+  op.publishWord(agreement->digest);
   op.waitAll();
-  readRecords(op, *agreement);
+  if (!digestsAgree(op, *agreement)) [[unlikely]] readRecords(op, *agreement);
 }
 
 // A round that only says "done with the previous step": returns once every

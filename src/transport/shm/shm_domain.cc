@@ -18,6 +18,7 @@
 
 #include "common/check.h"
 #include "common/interrupt.h"
+#include "common/mix.h"
 #include "meshcomm/error.h"
 #include "transport/failure.h"
 
@@ -112,13 +113,6 @@ namespace {
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-// One round of a 64-bit finalizer (splitmix64's): every input bit reaches
-// every output bit.
-uint64_t mixWord(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // The history digest after an operation with signature `sig`. Every call
 // on one host computes it, so it mixes whole words: byte by byte (FNV-1a)
@@ -416,8 +410,10 @@ void ShmDomain::failOp(wire::AbortReason reason, const std::string& message,
   std::rethrow_exception(error);
 }
 
+uint64_t ShmDomain::wordOf(int local, uint64_t round) const { return flag(local, round).opCount; }
+
 void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
-                        uint32_t history, const OpContext& ctx) {
+                        uint32_t history, const OpContext& ctx, bool countIsWord) {
   FlagLine& f = flag(local, round);
   auto reached = [&] { return f.round.load(std::memory_order_acquire) >= round; };
   if (!reached()) {
@@ -429,7 +425,7 @@ void ShmDomain::waitFor(int local, uint64_t round, const MessageSignature* sig,
               [local](int i) { return i == local; });
   }
   if (sig == nullptr) return;
-  MessageSignature theirs{f.opcode, f.dtype, f.reduceOp, f.opCount, f.detail};
+  MessageSignature theirs{f.opcode, f.dtype, f.reduceOp, countIsWord ? sig->opCount : f.opCount, f.detail};
   if (theirs == *sig && f.history == history) return;
   if (theirs == *sig) {
     std::string message =
@@ -573,6 +569,7 @@ uint8_t* ShmOp::begin(size_t parts) {
 
 void ShmOp::beginReading(size_t parts) {
   start();
+  wordRound_ = false;
   uint64_t round = ++d_.round_;
   parts_ = parts;
   // The flag line of this round was last used kDepth rounds ago.
@@ -581,6 +578,7 @@ void ShmOp::beginReading(size_t parts) {
 
 uint8_t* ShmOp::beginCell() {
   start();
+  wordRound_ = false;
   uint64_t round = ++d_.round_;
   // Flag lines and cells are reused every kDepth rounds, so a rank can run
   // up to kDepth-1 rounds ahead of the slowest reader.
@@ -608,8 +606,16 @@ void ShmOp::publish() {
   staged_ = false;
 }
 
+void ShmOp::publishWord(uint64_t word) {
+  MessageSignature carrying = sig_;
+  carrying.opCount = word;
+  d_.publish(d_.round_, carrying, history_, staged_ ? staging_ : nullptr);
+  staged_ = false;
+  wordRound_ = true;
+}
+
 void ShmOp::wait(int local) {
-  if (local != d_.localRank()) d_.waitFor(local, d_.round_, &sig_, history_, ctx_);
+  if (local != d_.localRank()) d_.waitFor(local, d_.round_, &sig_, history_, ctx_, wordRound_);
 }
 
 void ShmOp::waitAll() {

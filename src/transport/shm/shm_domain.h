@@ -206,8 +206,14 @@ class ShmDomain final : public HostDomain {
                const uint8_t* inlineData);
   // Waits until local rank `local` has published `round`; with `sig`,
   // checks that it is running the same operation after the same history.
+  // `countIsWord`: the round's flags carry a word of each rank's in place
+  // of the signature's count (ShmOp::publishWord), which is then not
+  // compared.
   void waitFor(int local, uint64_t round, const MessageSignature* sig, uint32_t history,
-               const OpContext& ctx);
+               const OpContext& ctx, bool countIsWord = false);
+  // The word `local` published with `round` (ShmOp::publishWord); read it
+  // only after waiting for that round.
+  uint64_t wordOf(int local, uint64_t round) const;
   // Spins on ready() with pause for options_.spin (the clock read every 16
   // pauses, about half a microsecond: a fast handoff does not pay for it).
   // Returns whether it became true.
@@ -319,6 +325,15 @@ class ShmOp {
   }
   // Makes this round's writes visible to the other local ranks.
   void publish();
+  // publish(), with `word` for every other rank to read (wordOf): a round
+  // that hands out one value per rank (the agreement's digest of each
+  // rank's record) without a slot or cell line more to read. The word
+  // travels in the flag line in place of the signature's count, so this
+  // round's waits check the rest of the signature and the history only.
+  void publishWord(uint64_t word);
+  // What rank `local` published with this round's publishWord, once waited
+  // for (this rank's own included).
+  uint64_t wordOf(int local) const { return d_.wordOf(local, d_.round_); }
   // Waits for `local`'s data of this round / for every rank's.
   void wait(int local);
   void waitAll();
@@ -343,6 +358,7 @@ class ShmOp {
   uint32_t history_ = 0;  // the domain's history before this operation
   size_t parts_ = 2;      // the slot area's parts in the current round
   bool begun_ = false;
+  bool wordRound_ = false;  // the current round's flags carry words (publishWord)
   alignas(8) uint8_t staging_[ShmDomain::kInlineBytes];
   bool staged_ = false;
 };
