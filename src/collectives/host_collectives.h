@@ -42,22 +42,18 @@ class HostCollectives {
   virtual ~HostCollectives() = default;
 
   // The agreement step's records (collectives/agreement.h): `write` fills
-  // this rank's (recordBytes() writable bytes, 64-bit aligned), `read` gets
-  // every rank's, indexed by group rank; records stay valid only during
-  // `read`.
-  //
-  // Where the records ride a call's round, each rank also hands every
-  // other its record's `digest`, and `read` runs only if the digests do
-  // not agree (every rank's the same; with `digestsSumToZero`, their sum
-  // is zero): almost every call then reads no record, and the rare one
-  // that disagrees gets the full verdict. The digests are the same on
-  // every rank, so every rank takes the same way.
+  // this rank's (recordBytes() writable bytes, 64-bit aligned), and every
+  // rank hands every other its record's `digest` (one word) beside it;
+  // `read` gets every rank's record and digest, indexed by group rank, once
+  // all are in. The records stay valid only during `read`, and a record
+  // costs its transfer between ranks only if `read` looks at it: the
+  // digests decide whether it needs to (collectives/agreement.cc).
   using Records = std::span<const int64_t* const>;
+  using Digests = std::span<const uint64_t>;
   struct Agreement {
     FunctionRef<void(int64_t*)> write;
-    FunctionRef<void(Records)> read;
-    uint64_t digest = 0;
-    bool digestsSumToZero = false;
+    uint64_t digest;
+    FunctionRef<void(Records, Digests)> read;
   };
 
   // `algorithm`: the table's choice among the on-host all_reduce algorithms

@@ -66,29 +66,30 @@ std::vector<size_t> sliceOffsets(size_t count, size_t elementSize, int parts) {
   return offs;
 }
 
-void readRecords(ShmOp& op, const HostCollectives::Agreement& agreement) {
-  constexpr int kStackRecords = 64;  // read in place on the stack up to this many ranks
-  const int64_t* onStack[kStackRecords];
-  std::vector<const int64_t*> onHeap;
-  const int64_t** records = onStack;
-  if (op.size() > kStackRecords) {
-    onHeap.resize(static_cast<size_t>(op.size()));
-    records = onHeap.data();
+void shareRecordsInRound(ShmOp& op, const HostCollectives::Agreement& agreement) {
+  agreement.write(reinterpret_cast<int64_t*>(op.ownCell()));
+  op.publishWord(agreement.digest);
+  op.waitAll();
+  constexpr int kOnStack = 64;  // ranks whose records and digests are listed on the stack
+  const int64_t* recordsOnStack[kOnStack];
+  uint64_t digestsOnStack[kOnStack];
+  std::vector<const int64_t*> recordsOnHeap;
+  std::vector<uint64_t> digestsOnHeap;
+  const int64_t** records = recordsOnStack;
+  uint64_t* digests = digestsOnStack;
+  const auto p = static_cast<size_t>(op.size());
+  if (p > kOnStack) {
+    recordsOnHeap.resize(p);
+    digestsOnHeap.resize(p);
+    records = recordsOnHeap.data();
+    digests = digestsOnHeap.data();
   }
   for (int local = 0; local < op.size(); ++local) {
-    records[op.domain().groupRank(local)] = reinterpret_cast<const int64_t*>(op.cell(local));
+    const auto r = static_cast<size_t>(op.domain().groupRank(local));
+    records[r] = reinterpret_cast<const int64_t*>(op.cell(local));
+    digests[r] = op.wordOf(local);
   }
-  agreement.read(HostCollectives::Records(records, static_cast<size_t>(op.size())));
-}
-
-bool digestsAgree(const ShmOp& op, const HostCollectives::Agreement& agreement) {
-  uint64_t sum = 0;
-  for (int local = 0; local < op.size(); ++local) {
-    const uint64_t word = op.wordOf(local);
-    if (!agreement.digestsSumToZero && word != agreement.digest) return false;
-    sum += word;  // wraps: the sum is taken modulo 2^64
-  }
-  return !agreement.digestsSumToZero || sum == 0;
+  agreement.read(HostCollectives::Records(records, p), HostCollectives::Digests(digests, p));
 }
 
 void barrier(ShmOp& op) {

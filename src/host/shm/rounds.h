@@ -137,31 +137,23 @@ void reduceOwnSlice(ShmOp& op, const uint8_t* part, size_t n, DType dtype, Reduc
 // Round B, for a rank that wants the result: every finished slice, out.
 void copySlicesOut(ShmOp& op, uint8_t* part, size_t elementSize, const std::vector<size_t>& slice);
 
-// Once every rank of the round has published its agreement record in its
-// cell (ShmOp::ownCell): hands them to `agreement.read`, indexed by group
-// rank, where they lie.
-void readRecords(ShmOp& op, const HostCollectives::Agreement& agreement);
-
-// Whether every rank's digest of its record, published with this round
-// (ShmOp::publishWord), says the records agree (HostCollectives::Agreement).
-bool digestsAgree(const ShmOp& op, const HostCollectives::Agreement& agreement);
+// Publishes the round with this rank's agreement record in its cell
+// (ShmOp::ownCell) and the record's digest in its flag line
+// (ShmOp::publishWord), waits for every rank's, and hands them all to
+// `agreement.read`, indexed by group rank, where they lie: a record moves
+// between ranks only if `read` reads it.
+void shareRecordsInRound(ShmOp& op, const HostCollectives::Agreement& agreement);
 
 // Publishes the round. With `agreement` (the first round of a call whose
-// records ride it), this rank's record goes into its cell first and its
-// digest into its flag line, and the call returns only once every rank's
-// is in and they agree, or `agreement->read` has judged the records, which
-// may throw: before the caller reads anyone's data. The records are read
-// only when the digests differ, so a call whose ranks agree moves no cell
-// between them.
+// records ride it), shareRecordsInRound: the call returns only once
+// `agreement->read` has judged every rank's record, which may throw, before
+// the caller reads anyone's data.
 inline void publishWithRecords(ShmOp& op, const HostCollectives::Agreement* agreement) {
   if (agreement == nullptr) {
     op.publish();
     return;
   }
-  agreement->write(reinterpret_cast<int64_t*>(op.ownCell()));
-  op.publishWord(agreement->digest);
-  op.waitAll();
-  if (!digestsAgree(op, *agreement)) [[unlikely]] readRecords(op, *agreement);
+  shareRecordsInRound(op, *agreement);
 }
 
 // A round that only says "done with the previous step": returns once every

@@ -82,10 +82,8 @@ class ShmCollectives final : public HostCollectives {
   // The records lie in the round's cells, read where they are.
   void shareRecords(const HostCall& call, const Agreement& agreement) const override {
     ShmOp rounds = roundsOf(call);
-    agreement.write(reinterpret_cast<int64_t*>(rounds.beginCell()));
-    rounds.publish();
-    rounds.waitAll();
-    shm::readRecords(rounds, agreement);
+    rounds.beginCell();
+    shm::shareRecordsInRound(rounds, agreement);
   }
 
  private:
