@@ -478,28 +478,34 @@ void agreeAndExchangeByMessages(Comm& comm, const CallArguments& args,
   const int me = comm.rank();
   const std::vector<int64_t> mine = encode(args);
   const bool early = eagerBytesTo(mine, me) >= 0;
-  // The blocks travel in the call's first phase, as after agree().
+  // The blocks travel in the call's first phase, as after agree(), and
+  // under the records' signature, early or late: a block that arrives
+  // before the records are judged must not be held against its receiver
+  // for a dtype the records have yet to compare (they report it, with the
+  // group still usable).
   comm.nextPhase();
+  Comm blocks = comm.withSignature(recordSignature(comm));
+  blocks.nextPhase();
   const auto records = exchangeByMessages(comm, mine, [&](int peer) {
     const Block& b = sends[static_cast<size_t>(peer)];
-    if (early) comm.send(peer, 0, b.data, b.bytes);
+    if (early) blocks.send(peer, 0, b.data, b.bytes);
   });
   try {
     judge(comm, operationInfo(args.operation), records);
   } catch (const ArgumentsDisagree&) {
-    drainEagerBlocks(comm, records);
+    drainEagerBlocks(blocks, records);
     throw;
   }
   if (!early) {
-    allToAll(comm, sends, recvs);
+    allToAll(blocks, sends, recvs);
     return;
   }
   copyOwnBlock(sends, recvs, me);
   for (int peer = 0; peer < comm.size(); ++peer) {
     const Block& b = recvs[static_cast<size_t>(peer)];
-    if (peer != me) comm.recv(peer, 0, b.data, b.bytes);
+    if (peer != me) blocks.recv(peer, 0, b.data, b.bytes);
   }
-  comm.waitAll();
+  blocks.waitAll();
 }
 
 }  // namespace

@@ -130,6 +130,25 @@ std::vector<AgreementCase> agreementCases() {
          return pg.scatterTensor(ref(b.output), ref(b.input), o);
        },
        selfRoot("src")},
+      {"broadcast, a dtype of the same size",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         // The odd rank reads the same bytes as float32: every size agrees.
+         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
+         TensorRef t = ref(b.output);
+         if (pg.rank() == odd) t.dtype = DType::kFloat32;
+         return pg.broadcast(t);
+       },
+       [](int) { return std::vector<std::string>{"different dtype: rank 0 passes int32, rank 1 passes float32"}; }},
+      {"all_to_all_single, a dtype of the same size",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         const int p = pg.size();
+         b.input.assign(static_cast<size_t>(n * p), own(pg.rank()));
+         b.output.assign(static_cast<size_t>(n * p), kUntouched);
+         TensorRef in = ref(b.input), out = ref(b.output);
+         if (pg.rank() == odd) in.dtype = out.dtype = DType::kFloat32;
+         return pg.allToAllSingle(out, in, {}, {});
+       },
+       [](int) { return std::vector<std::string>{"different dtype: rank 0 passes int32, rank 1 passes float32"}; }},
       {"all_to_all_single, split sizes that do not match",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          // The odd rank expects one element more from rank 0 than rank 0 sends.
