@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "collectives/agreement.h"
 #include "collectives/tuning.h"
 
 namespace meshcomm {
@@ -39,7 +40,13 @@ std::string describe(const std::map<std::string, std::string>& values, const std
 }  // namespace
 
 std::string sharedSettingsField() {
-  const std::string values = settingsRanksMustShare();
+  std::string values = settingsRanksMustShare();
+  // Whether the calls exchange their arguments first: ranks that differ
+  // would meet a round of records with a round of data.
+  if (!collectives::checking()) {
+    if (!values.empty()) values += ',';
+    values += "MESHCOMM_CHECK=0";
+  }
   return std::string(kField) + (values.empty() ? std::string(kDefaults) : values);
 }
 
@@ -64,8 +71,8 @@ std::string sharedSettingsDisagreement(const std::vector<std::string>& records) 
     }
     return "the ranks run with different settings for how they exchange data: " + differ +
            ". Ranks that differ there would run different protocols against each other; set "
-           "MESHCOMM_ALGO_*, MESHCOMM_CHUNK_BYTES and MESHCOMM_HIER_PIECE_BYTES alike on every rank, or "
-           "leave them unset";
+           "MESHCOMM_ALGO_*, MESHCOMM_CHUNK_BYTES, MESHCOMM_HIER_PIECE_BYTES and MESHCOMM_CHECK alike on "
+           "every rank, or leave them unset";
   }
   return "";
 }

@@ -5,7 +5,8 @@
 // arguments, which the call checks across ranks (message signatures, the
 // agreement step), and from a few settings of the process: the forced
 // algorithms (MESHCOMM_ALGO_<OP>), the pipeline chunk and the hierarchical
-// piece (collectives/tuning.h). Ranks that differ in one of those run
+// piece (collectives/tuning.h), and whether calls agree on their arguments
+// first (MESHCOMM_CHECK, collectives/agreement.h). Ranks that differ in one of those run
 // different protocols against each other: a timeout at best, a wrong result
 // at worst. So every rank writes its values into its join record and every
 // rank compares all of them with rank 0's: a difference fails the join on

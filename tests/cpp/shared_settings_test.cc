@@ -92,10 +92,15 @@ TEST(SharedSettings, RanksWithDifferentChunksOrPiecesFailToJoinAlike) {
   join(kHierarchical2x2, 3, {{"MESHCOMM_HIER_PIECE_BYTES", "0"}}, {"MESHCOMM_HIER_PIECE_BYTES=0 on rank 3"});
 }
 
+TEST(SharedSettings, RanksThatCheckAndRanksThatDoNotFailToJoinAlike) {
+  join(shmCase(2), 1, {{"MESHCOMM_CHECK", "0"}}, {"MESHCOMM_CHECK=0 on rank 1", "MESHCOMM_CHECK unset on rank 0"});
+  join(tcpCase(3), 2, {{"MESHCOMM_CHECK", "0"}}, {"MESHCOMM_CHECK=0 on rank 2"});
+}
+
 TEST(SharedSettings, DefaultsWrittenOutJoin) {
   join(shmCase(3), 1,
        {{"MESHCOMM_ALGO_ALLREDUCE", "auto"}, {"MESHCOMM_ALGO_BROADCAST", ""}, {"MESHCOMM_CHUNK_BYTES", "1048576"},
-        {"MESHCOMM_HIER_PIECE_BYTES", "4194304"}},
+        {"MESHCOMM_HIER_PIECE_BYTES", "4194304"}, {"MESHCOMM_CHECK", "1"}},
        {});
   // A chunk below the 4 KiB floor is the floor, whatever is written.
   join(tcpCase(2), 0, {{"MESHCOMM_CHUNK_BYTES", "100"}}, {"MESHCOMM_CHUNK_BYTES=4096 on rank 0"});

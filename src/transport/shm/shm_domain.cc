@@ -113,7 +113,6 @@ namespace {
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-
 // The history digest after an operation with signature `sig`. Every call
 // on one host computes it, so it mixes whole words: byte by byte (FNV-1a)
 // it cost about 80 instructions of an 8-byte all_reduce's 1,860.
