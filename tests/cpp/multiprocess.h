@@ -110,6 +110,14 @@ inline bool allOk(const std::vector<ChildStatus>& all) {
   return true;
 }
 
+// A bound a test puts on something slow, scaled by
+// MESHCOMM_TEST_BOUND_SCALE: the sanitizer runs of test-long slow every
+// process down several times.
+inline std::chrono::milliseconds scaledBound(std::chrono::milliseconds bound) {
+  if (const char* scale = std::getenv("MESHCOMM_TEST_BOUND_SCALE")) bound *= std::max(1, std::atoi(scale));
+  return bound;
+}
+
 // Children forked at construction, each running fn(rank) for rank in
 // [0, n). The destructor kills (SIGKILL, by pid) and reaps every child not
 // yet reaped, so a failed test never leaves processes behind.
@@ -197,9 +205,7 @@ class ChildGroup {
  private:
   std::vector<ChildStatus> waitAllWithin(std::chrono::milliseconds timeout,
                                          std::optional<std::chrono::milliseconds> graceAfterFailure) {
-    if (const char* scale = std::getenv("MESHCOMM_TEST_BOUND_SCALE")) {
-      timeout *= std::max(1, std::atoi(scale));
-    }
+    timeout = scaledBound(timeout);
     auto deadline = std::chrono::steady_clock::now() + timeout;
     bool failureSeen = false;
     bool deadlineIsGrace = false;  // the deadline became the end of a failure's grace
