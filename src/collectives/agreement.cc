@@ -404,7 +404,90 @@ void agreeThen(Comm& comm, const CallArguments& args, OnHost onHost, FunctionRef
 
 }  // namespace
 
+namespace {
+
+// The bytes the rank that wrote `record` (`rank`) sends with it to each
+// rank that receives from it directly, as the root of a broadcast over
+// messages (agreeAndBroadcastByMessages); 0 if none: it does not name
+// itself the root, or its buffer travels in the record itself, or is too
+// large to send before the verdict. Read from the record, so that every
+// rank reaches the same answer.
+size_t firstHopBytes(const std::vector<int64_t>& record, int rank) {
+  if (record[kRoot] != rank) return 0;
+  const size_t bytes = static_cast<size_t>(record[kCount]) * dtypeSize(static_cast<DType>(record[kDtype]));
+  return bytes > kPayloadBytes && bytes <= kFirstHopBytes ? bytes : 0;
+}
+
+// After a disagreement on a broadcast over messages: takes in what ranks
+// naming themselves the root sent this rank with their records, and waits
+// for what this rank sent, so that nothing of the call is left behind and
+// the group stays usable. REQUIRES: `firstHop` is the phase they were sent in.
+void drainFirstHop(Comm& firstHop, const std::vector<std::vector<int64_t>>& records) {
+  const int me = firstHop.rank();
+  std::vector<size_t> bytes(records.size(), 0);
+  size_t total = 0;
+  for (size_t peer = 0; peer < records.size(); ++peer) {
+    const int sender = static_cast<int>(peer);
+    const size_t n = sender == me ? 0 : firstHopBytes(records[peer], sender);
+    if (n > 0 && receivesFromRoot(firstHop, n, me, sender)) bytes[peer] = n;
+    total += bytes[peer];
+  }
+  uint8_t* drain = firstHop.scratch(Scratch::kRecv, total);
+  for (size_t peer = 0; peer < records.size(); ++peer) {
+    if (bytes[peer] == 0) continue;
+    firstHop.recv(static_cast<int>(peer), 0, drain, bytes[peer]);
+    drain += bytes[peer];
+  }
+  firstHop.waitAll();
+}
+
+// broadcast over messages: see agreeAndBroadcast.
+void agreeAndBroadcastByMessages(Comm& comm, CallArguments args, void* data, size_t bytes,
+                                 int root) {
+  const int me = comm.rank();
+  if (bytes <= kPayloadBytes) {
+    args.payload = data;
+    args.payloadBytes = bytes;
+  }
+  const std::vector<int64_t> mine = encode(args);
+  const bool early = firstHopBytes(mine, me) > 0;
+  // The first hop travels under the records' signature, in a phase of its
+  // own: data that arrives before the records are judged must not be
+  // held against its receiver for a dtype they have yet to compare.
+  Comm firstHop = comm.withSignature(recordSignature(comm));
+  firstHop.nextPhase();
+  const auto records = exchangeByMessages(comm, mine, [&](int peer) {
+    if (early && receivesFromRoot(comm, bytes, peer, me)) firstHop.send(peer, 0, data, bytes);
+  });
+  try {
+    judge(comm, operationInfo(args.operation), records);
+  } catch (const ArgumentsDisagree&) {
+    drainFirstHop(firstHop, records);
+    throw;
+  }
+  // The records agree: every rank names the same root, count and dtype.
+  if (args.payload != nullptr) {
+    const std::vector<int64_t>& fromRoot = records[static_cast<size_t>(root)];
+    if (me != root) std::memcpy(data, fromRoot.data() + (fromRoot.size() - kPayloadWords), bytes);
+    return;
+  }
+  // Past the records' phase and the first hop's.
+  comm.nextPhase();
+  comm.nextPhase();
+  if (firstHopBytes(records[static_cast<size_t>(root)], root) > 0) {
+    broadcastAfterFirstHop(comm, firstHop, data, bytes, root);
+  } else {
+    broadcast(comm, data, bytes, root);
+  }
+}
+
+}  // namespace
+
 void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes, int root) {
+  if (checking() && comm.size() > 1 && comm.route() == Route::kFlat) {
+    agreeAndBroadcastByMessages(comm, args, data, bytes, root);
+    return;
+  }
   if (bytes <= kPayloadBytes) {
     // Small data travels in the records themselves, on every route.
     args.payload = data;

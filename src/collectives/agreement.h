@@ -87,9 +87,15 @@ bool agree(Comm& comm, const CallArguments& mine);
 // broadcast: agree() and the broadcast, in as few rounds as the route
 // allows. Up to kPayloadBytes the data travels in the records (one round or
 // message); above that, on one host, the records ride the broadcast's first
-// round and every rank judges them before any rank reads a byte; elsewhere
-// agree(), then the broadcast. A disagreement throws ArgumentsDisagree on
-// every rank with every rank's data as it was.
+// round and every rank judges them before any rank reads a byte. Over
+// messages (TCP, one rank per host) a root of at most kFirstHopBytes sends
+// its buffer to the ranks that receive from it directly in the same write
+// as its record; they take it in once every record is judged and forward
+// it down the tree, so the call waits for no round of records before its
+// data moves. Larger buffers, and the hierarchical route: agree(), then the
+// broadcast. A disagreement throws ArgumentsDisagree on every rank with
+// every rank's data as it was (over messages, after every rank has taken
+// in what was sent to it early).
 void agreeAndBroadcast(Comm& comm, CallArguments args, void* data, size_t bytes, int root);
 
 // reduce: agree() and the reduce; on one host the records ride the
@@ -135,6 +141,10 @@ void agreeAndAllToAll(Comm& comm, const CallArguments& mine, std::span<const Blo
 // ranks took 63 against 88 us and 16 KiB blocks at 4 ranks 84-167 against
 // 134-142 us (meshcomm-bench all_to_all, MESHCOMM_SHM=0, alternating).
 inline constexpr size_t kEagerBlockBytes = 32 * 1024;
+
+// The largest buffer a broadcast's root sends with its record over
+// messages (agreeAndBroadcast).
+inline constexpr size_t kFirstHopBytes = 128 * 1024;
 
 }  // namespace collectives
 }  // namespace meshcomm

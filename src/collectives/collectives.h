@@ -41,6 +41,15 @@ void allReduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op);
 
 // broadcast/: every rank's data becomes the root's.
 void broadcast(Comm& comm, void* data, size_t bytes, int root);
+// The broadcast over messages after its root has already sent its whole
+// buffer, as one message of `firstHop`'s, to each rank that receives from
+// it directly (receivesFromRoot): the root waits for those sends, they
+// receive there, and the tree below them runs as broadcast()'s does.
+// REQUIRES: comm.route() == Route::kFlat.
+void broadcastAfterFirstHop(Comm& comm, Comm& firstHop, void* data, size_t bytes, int root);
+// Whether `rank` receives a broadcast of `bytes` from `root` directly, in
+// the tree that broadcast() runs for it over messages.
+bool receivesFromRoot(const Comm& comm, size_t bytes, int rank, int root);
 
 // reduce/: the root's data becomes op over all ranks; others untouched.
 void reduce(Comm& comm, void* data, size_t count, DType dtype, ReduceOp op, int root);

@@ -139,6 +139,16 @@ std::vector<AgreementCase> agreementCases() {
          return pg.broadcast(t);
        },
        [](int) { return std::vector<std::string>{"different dtype: rank 0 passes int32, rank 1 passes float32"}; }},
+      {"broadcast, different element counts",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         // The root's buffer is 256 B longer: at 4 elements it no longer
+         // fits in the records and goes out with them to the ranks the
+         // root sends to first (collectives/agreement.h, kFirstHopBytes),
+         // which must take it in before they fail.
+         b.output.assign(static_cast<size_t>(n + (pg.rank() == 0 ? 64 : 0)), own(pg.rank()));
+         return pg.broadcast(ref(b.output));
+       },
+       [](int) { return std::vector<std::string>{"different element counts: rank 0 passes "}; }},
       {"all_to_all_single, a dtype of the same size",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          const int p = pg.size();
@@ -274,6 +284,8 @@ class Agreement : public ::testing::TestWithParam<TransportCase> {};
 TEST_P(Agreement, SmallMessages) { runAgreement(GetParam(), 4); }
 // 4 MiB per rank's share: the large-message algorithms of every family.
 TEST_P(Agreement, LargeMessages) { runAgreement(GetParam(), int64_t{1} << 20); }
+// 4 KiB: a broadcast's root over messages sends its buffer with its record.
+TEST_P(Agreement, MiddleMessages) { runAgreement(GetParam(), 1000); }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, Agreement,
                          ::testing::Values(shmCase(2), shmCase(3), shmCase(4), tcpCase(2), tcpCase(3),
@@ -296,6 +308,13 @@ TEST(AgreementLeavesNothingBehind, AllToAllSingleOverTcp) {
   const std::vector<std::pair<std::string, std::string>> bound = {{"MESHCOMM_MAX_UNEXPECTED_BYTES", "100000"}};
   runAgreement(tcpCase(3), 1000, "all_to_all_single", bound, 20);
   runAgreement(kHierarchical2x2, 1000, "all_to_all_single", bound, 20);
+}
+
+// The same for the buffer a broadcast's root sends with its record.
+TEST(AgreementLeavesNothingBehind, BroadcastOverTcp) {
+  const std::vector<std::pair<std::string, std::string>> bound = {{"MESHCOMM_MAX_UNEXPECTED_BYTES", "100000"}};
+  runAgreement(tcpCase(3), 1000, "broadcast", bound, 20);
+  runAgreement(tcpCase(4), 1000, "broadcast", bound, 20);
 }
 
 // all_to_all_single with ranks that agree, where some send their blocks
