@@ -143,7 +143,11 @@ void agreeAndAllToAll(Comm& comm, const CallArguments& mine, std::span<const Blo
 inline constexpr size_t kEagerBlockBytes = 32 * 1024;
 
 // The largest buffer a broadcast's root sends with its record over
-// messages (agreeAndBroadcast).
+// messages (agreeAndBroadcast). Above it the receiver's copy out of its
+// inbox costs more than the round saved: over loopback TCP at 2 ranks,
+// against a limit of 64 KiB, 128 KiB took 0.78x the time, 256 KiB 1.09x and
+// 1 MiB 1.10x (meshcomm-bench broadcast, MESHCOMM_SHM=0, 7 alternating
+// rounds, docs/benchmarks.md).
 inline constexpr size_t kFirstHopBytes = 128 * 1024;
 
 }  // namespace collectives
