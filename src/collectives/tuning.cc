@@ -24,6 +24,7 @@ constexpr Named kNames[] = {
     {"ring", Algorithm::kRing},
     {"recursive_doubling", Algorithm::kRecursiveDoubling},
     {"halving_doubling", Algorithm::kHalvingDoubling},
+    {"recursive_halving", Algorithm::kRecursiveHalving},
     {"binomial_tree", Algorithm::kBinomialTree},
     {"chain", Algorithm::kChain},
     {"reduce_scatter_gather", Algorithm::kReduceScatterGather},
@@ -110,6 +111,18 @@ Algorithm defaultAllGather(size_t bytes, int, Route route) {
   return bytes <= (size_t{1} << 20) ? Algorithm::kBruck : Algorithm::kRing;
 }
 
+Algorithm defaultReduceScatter(size_t bytes, int groupSize, Route route) {
+  if (route == Route::kOnHost) return Algorithm::kOnHost;
+  // Recursive halving moves what the ring moves in log2(P) steps instead
+  // of P-1, on a power of two; the ring, which overlaps each chunk's
+  // reduction with the next one's transfer, catches up from a few MiB of
+  // input (docs/tuning.md).
+  const bool powerOfTwo = (groupSize & (groupSize - 1)) == 0;
+  const size_t halvingUpTo = groupSize <= 4 ? size_t{4} << 20 : size_t{1} << 20;
+  return powerOfTwo && groupSize > 2 && bytes <= halvingUpTo ? Algorithm::kRecursiveHalving
+                                                              : Algorithm::kRing;
+}
+
 // The families with one algorithm per route: shared memory on one host,
 // else their TCP algorithm over the whole group (only the barrier has a
 // hierarchical form).
@@ -152,7 +165,8 @@ constexpr Family kFamilies[] = {
      setOf(A::kBinomialTree, A::kReduceScatterGather, A::kOnHost, A::kHierarchical), defaultReduce},
     {Opcode::kAllGather, "MESHCOMM_ALGO_ALLGATHER", setOf(A::kRing, A::kBruck, A::kOnHost),
      defaultAllGather},
-    {Opcode::kReduceScatter, nullptr, setOf(A::kRing, A::kOnHost), onHostOr<A::kRing>},
+    {Opcode::kReduceScatter, "MESHCOMM_ALGO_REDUCESCATTER", setOf(A::kRing, A::kRecursiveHalving, A::kOnHost),
+     defaultReduceScatter},
     {Opcode::kGather, nullptr, setOf(A::kLinear, A::kOnHost), onHostOr<A::kLinear>},
     {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kOnHost), onHostOr<A::kLinear>},
     {Opcode::kAllToAll, nullptr, setOf(A::kPairwise, A::kOnHost), onHostOr<A::kPairwise>},

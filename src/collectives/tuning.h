@@ -25,6 +25,7 @@ enum class Algorithm {
                        // reduce_scatter: a ring
   kRecursiveDoubling,  // all_reduce: log2(P) full-buffer exchanges
   kHalvingDoubling,    // all_reduce: recursive-halving reduce-scatter, recursive-doubling all-gather
+  kRecursiveHalving,   // reduce_scatter: log2(P) exchanges of half the range left (P a power of two)
   kBinomialTree,       // broadcast, reduce
   kChain,              // broadcast: pipelined chain
   kReduceScatterGather,  // reduce: ring reduce-scatter, then gather at the root
@@ -44,9 +45,10 @@ enum class Algorithm {
 // kPointToPoint) among `groupSize` ranks that reach each other over
 // `route`: the one MESHCOMM_ALGO_<OP> forces, else the table's default.
 // `bytes` is the size of the buffer of all_reduce, broadcast and reduce,
-// and of the whole output of all_gather, whose defaults depend on it (the
-// same on every rank, so every rank chooses alike); the other families
-// choose by route alone and pass 0.
+// of the whole output of all_gather and of the whole input of
+// reduce_scatter, whose defaults depend on it (the same on every rank, so
+// every rank chooses alike); the other families choose by route alone and
+// pass 0.
 //
 // ProcessGroup asks once per call, before it queues anything, and the call
 // carries the answer (Comm::algorithm()) to its family and to the flight

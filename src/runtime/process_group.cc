@@ -366,8 +366,8 @@ WorkPtr ProcessGroup::reduceScatter(TensorRef output, const std::vector<TensorRe
   call.matchingList(inputs, output, "the input list", "input", "output");
   // The ring reads one contiguous input; gather the list into one.
   return impl_->runCollective(
-      call.name(), call.signature(output.dtype, output.numel, 0, o.op), call.algorithm(), o,
-      [output, inputs, o](Comm& c) {
+      call.name(), call.signature(output.dtype, output.numel, 0, o.op),
+      call.algorithm(output.bytes() * inputs.size()), o, [output, inputs, o](Comm& c) {
         uint8_t* packed = c.scratch(Scratch::kPacked, output.bytes() * inputs.size());
         for (size_t i = 0; i < inputs.size(); ++i) {
           if (output.bytes() > 0) {
@@ -387,7 +387,7 @@ WorkPtr ProcessGroup::reduceScatterTensor(TensorRef output, TensorRef input, con
   call.apartOrOwnBlock(output, input, output.numel * rank(), "output", "input");
   std::vector<size_t> counts(static_cast<size_t>(size()), static_cast<size_t>(output.numel));
   return impl_->runCollective(
-      call.name(), call.signature(output.dtype, output.numel, 0, o.op), call.algorithm(), o,
+      call.name(), call.signature(output.dtype, output.numel, 0, o.op), call.algorithm(input.bytes()), o,
       [output, input, counts = std::move(counts), o](Comm& c) {
         collectives::reduceScatter(c, input.data, counts, output.data, output.dtype, o.op);
       });
@@ -405,7 +405,7 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
   return impl_->runCollective(
       call.name(),
       call.signature(output.dtype, static_cast<uint64_t>(input.numel), digest(counts), o.op),
-      call.algorithm(), o, [output, input, sizes, o, args](Comm& c) {
+      call.algorithm(input.bytes()), o, [output, input, sizes, o, args](Comm& c) {
         collectives::agreeAndReduceScatter(c, args, input.data, sizes, output.data, output.dtype, o.op);
       });
 }

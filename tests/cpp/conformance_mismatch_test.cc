@@ -106,6 +106,16 @@ std::vector<MismatchCase> mismatchCases() {
          return pg.allGatherIntoTensor(tensor(s, DType::kFloat32, n * pg.size()),
                                        TensorRef{in.data(), n, DType::kFloat32});
        }},
+      {"reduceScatter counts that pick different algorithms", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
+         // Either side of recursive halving's threshold (an input of 4 MiB
+         // on four ranks; two ranks run the ring either way).
+         const int64_t perRank = ((int64_t{4} << 20) / 4) / pg.size();
+         const int64_t n = odd ? perRank + 1 : perRank;
+         static std::vector<float> in;
+         in.assign(static_cast<size_t>((perRank + 1) * pg.size()), 1.0f);
+         return pg.reduceScatterTensor(tensor(s, DType::kFloat32, n),
+                                       TensorRef{in.data(), n * pg.size(), DType::kFloat32});
+       }},
       {"allReduce vs allGather", [tensor](ProcessGroup& pg, bool odd, std::vector<uint8_t>& s) {
          if (!odd) return pg.allReduce(tensor(s, DType::kInt64, 8));
          s.assign(8 * 8 * static_cast<size_t>(pg.size()), 0);

@@ -24,9 +24,9 @@ void runForced(const TransportCase& c, const MatrixSpec& spec,
   runMatrixJob(c.p, spec, withTransport(c, o));
 }
 
-// Ring all-reduce, chain broadcast, reduce-scatter+gather reduce and ring
-// all-gather (the default only above 1 MiB), with 4 KiB chunks; the
-// reduce-scatter ring shares the chunking.
+// Ring all-reduce, chain broadcast, reduce-scatter+gather reduce, ring
+// all-gather (the default only above 1 MiB) and ring reduce-scatter (on a
+// power of two, the default only from 4 MiB), with 4 KiB chunks.
 class RingAndChain : public ::testing::TestWithParam<TransportCase> {};
 
 TEST_P(RingAndChain, ForcedWithSmallChunks) {
@@ -39,6 +39,7 @@ TEST_P(RingAndChain, ForcedWithSmallChunks) {
              {"MESHCOMM_ALGO_BROADCAST", "chain"},
              {"MESHCOMM_ALGO_REDUCE", "reduce_scatter_gather"},
              {"MESHCOMM_ALGO_ALLGATHER", "ring"},
+             {"MESHCOMM_ALGO_REDUCESCATTER", "ring"},
              {"MESHCOMM_CHUNK_BYTES", "4096"}});
 }
 
@@ -73,13 +74,18 @@ INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, RecursiveDoublingAndTree,
                          TransportCaseName{});
 
 // Recursive halving and doubling all-reduce at powers of two and through
-// the fold of the others, over the matrix's counts (fewer elements than
-// ranks, odd counts, empty tensors).
+// the fold of the others, and recursive-halving reduce-scatter (the ring on
+// groups that are not a power of two), over the matrix's counts (fewer
+// elements than ranks, odd counts, empty tensors, uneven blocks).
 class HalvingDoubling : public ::testing::TestWithParam<TransportCase> {};
 
 TEST_P(HalvingDoubling, Forced) {
-  runForced(GetParam(), {"halving_doubling", {Operation::kAllReduce}},
-            {{"MESHCOMM_ALGO_ALLREDUCE", "halving_doubling"}});
+  runForced(GetParam(),
+            {"halving_doubling/recursive_halving",
+             {Operation::kAllReduce, Operation::kReduceScatter, Operation::kReduceScatterTensor,
+              Operation::kReduceScatterTensorUneven}},
+            {{"MESHCOMM_ALGO_ALLREDUCE", "halving_doubling"},
+             {"MESHCOMM_ALGO_REDUCESCATTER", "recursive_halving"}});
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAlgorithms, HalvingDoubling,

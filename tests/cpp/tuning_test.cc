@@ -167,7 +167,6 @@ TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
       CHILD_CHECK(reduce(bytes, 4, Route::kHierarchical) == Algorithm::kHierarchical);
     }
     const std::pair<Opcode, Algorithm> overTcp[] = {
-        {Opcode::kReduceScatter, Algorithm::kRing},
         {Opcode::kGather, Algorithm::kLinear},   {Opcode::kScatter, Algorithm::kLinear},
         {Opcode::kAllToAll, Algorithm::kPairwise}, {Opcode::kBarrier, Algorithm::kDissemination}};
     for (auto [family, tcp] : overTcp) {
@@ -175,6 +174,28 @@ TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
       CHILD_CHECK(chooseAlgorithm(family, 0, 4, Route::kFlat) == tcp, "family " << opcodeName(static_cast<uint8_t>(family)));
     }
     CHILD_CHECK(chooseAlgorithm(Opcode::kBarrier, 0, 4, Route::kHierarchical) == Algorithm::kHierarchical);
+  });
+}
+
+// reduce_scatter over messages: recursive halving on a power of two ranks
+// above two, up to 4 MiB of input (P <= 4) or 1 MiB (more); the ring
+// otherwise.
+TEST(TuningDefaults, ReduceScatterHalvesOnPowersOfTwo) {
+  withDefaults([] {
+    auto rs = [](size_t bytes, int p, Route route) {
+      return chooseAlgorithm(Opcode::kReduceScatter, bytes, p, route);
+    };
+    CHILD_CHECK(rs(MiB, 4, Route::kOnHost) == Algorithm::kOnHost);
+    for (Route route : {Route::kFlat, Route::kHierarchical}) {
+      CHILD_CHECK(rs(8, 4, route) == Algorithm::kRecursiveHalving);
+      CHILD_CHECK(rs(4 * MiB, 4, route) == Algorithm::kRecursiveHalving);
+      CHILD_CHECK(rs(4 * MiB + 1, 4, route) == Algorithm::kRing);
+      CHILD_CHECK(rs(MiB, 8, route) == Algorithm::kRecursiveHalving);
+      CHILD_CHECK(rs(MiB + 1, 8, route) == Algorithm::kRing);
+      CHILD_CHECK(rs(8, 2, route) == Algorithm::kRing);
+      CHILD_CHECK(rs(8, 3, route) == Algorithm::kRing);
+      CHILD_CHECK(rs(8, 6, route) == Algorithm::kRing);
+    }
   });
 }
 
