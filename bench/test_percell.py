@@ -1,10 +1,11 @@
-"""Tests of bench/percell.py's verdict, ratio and scheduling logic, on
+"""Tests of bench/percell.py's (and percell_cells.py's) verdict, ratio and scheduling logic, on
 synthetic rounds (no benchmark runs).
 
     /usr/bin/python3 -m pytest bench/test_percell.py
 """
 
 import argparse
+import csv
 import os
 import sys
 
@@ -13,7 +14,10 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_run  # noqa: E402
 import percell  # noqa: E402
-from percell import Driver, Run, Target, decide, rotation, summarize, target_for  # noqa: E402
+import percell_cells  # noqa: E402
+import percell_report  # noqa: E402
+from percell import Driver  # noqa: E402
+from percell_cells import Run, Target, decide, rotation, summarize, target_for  # noqa: E402
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -164,7 +168,7 @@ def test_median_and_spread_of_ratios():
     runs = runs_of(cell, {"meshcomm": [1, 2, 3, 4, 5], "impi": [10] * 5})
     res = summarize(cell, runs, 5)
     assert res.stats["meshcomm"].time_min == 1 and res.stats["meshcomm"].time_median == 3
-    assert percell.fmt_ratios(res.ratios) == "0.300 [0.100-0.500]"
+    assert percell_report.fmt_ratios(res.ratios) == "0.300 [0.100-0.500]"
 
 
 # ---- a library missing in some rounds ----
@@ -197,7 +201,7 @@ def test_active_libs_drop_skips_and_repeated_failures():
     runs = runs_of(cell, {"meshcomm": [1, 1], "impi": [None, 1], "ompi5": [None, None]})
     runs.append(Run(1, 2, "deepspeed", *cell, exit=4, outcome="skip"))
     libs = ["meshcomm", "impi", "ompi5", "deepspeed"]
-    assert percell.active_libs(libs, runs) == ["meshcomm", "impi"]
+    assert percell_cells.active_libs(libs, runs) == ["meshcomm", "impi"]
 
 
 # ---- sizes ----
@@ -362,11 +366,11 @@ def test_runs_csv_round_trip_and_report(tmp_path):
     runs = runs_of(cell, {"meshcomm": [5, 5, 5], "impi": [10, None, 10]})
     runs.append(Run(1, 3, "deepspeed", *cell, exit=2, outcome="skip", note="not installed"))
     with open(tmp_path / "runs.csv", "w", newline="") as f:
-        percell.csv.writer(f).writerow(percell.FIELDS)
+        csv.writer(f).writerow(percell_cells.FIELDS)
         for r in runs:
-            percell.write_run(f, r)
-    assert percell.read_runs(tmp_path / "runs.csv") == runs
-    lines = percell.report(str(tmp_path), min_rounds=2)
+            percell_cells.write_run(f, r)
+    assert percell_cells.read_runs(tmp_path / "runs.csv") == runs
+    lines = percell_report.report(str(tmp_path), min_rounds=2)
     text = (tmp_path / "report.md").read_text()
     assert "| 8 B | 5.000 / 5.000 | impi | 10.00 / 10.00 | time <= 0.9 | 0.500 [0.500-0.500] " \
            "| 2 | met |" in text
@@ -385,14 +389,14 @@ def test_ratios_split_by_where_the_reference_ran(tmp_path):
     for r in runs:
         r.round_trip_ns = probes.get((r.round, r.lib))
     result = summarize(cell, runs, 2)
-    split = percell.ratios_by_placement(result, runs)
+    split = percell_cells.ratios_by_placement(result, runs)
     assert split == {"near": [0.5, 0.5], "far": [0.9]}
     with open(tmp_path / "runs.csv", "w", newline="") as f:
-        percell.csv.writer(f).writerow(percell.FIELDS)
+        csv.writer(f).writerow(percell_cells.FIELDS)
         for r in runs:
-            percell.write_run(f, r)
-    assert percell.read_runs(tmp_path / "runs.csv") == runs
-    percell.report(str(tmp_path), min_rounds=2)
+            percell_cells.write_run(f, r)
+    assert percell_cells.read_runs(tmp_path / "runs.csv") == runs
+    percell_report.report(str(tmp_path), min_rounds=2)
     text = (tmp_path / "report.md").read_text()
     assert "## By placement" in text
     assert "| shm all_reduce 2 ranks 8 B | impi | 0.500 [0.500-0.500] (2) | 0.900 [0.900-0.900] (1) |" \
@@ -403,10 +407,10 @@ def test_no_placement_section_without_probes(tmp_path):
     cell = ("shm", "all_reduce", 2, 8)
     runs = runs_of(cell, {"meshcomm": [5, 5], "impi": [10, 10]})
     with open(tmp_path / "runs.csv", "w", newline="") as f:
-        percell.csv.writer(f).writerow(percell.FIELDS)
+        csv.writer(f).writerow(percell_cells.FIELDS)
         for r in runs:
-            percell.write_run(f, r)
-    percell.report(str(tmp_path), min_rounds=2)
+            percell_cells.write_run(f, r)
+    percell_report.report(str(tmp_path), min_rounds=2)
     assert "## By placement" not in (tmp_path / "report.md").read_text()
 
 
