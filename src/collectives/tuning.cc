@@ -118,7 +118,7 @@ Algorithm defaultReduceScatter(size_t bytes, int groupSize, Route route) {
   // reduction with the next one's transfer, catches up from a few MiB of
   // input (docs/tuning.md).
   const bool powerOfTwo = (groupSize & (groupSize - 1)) == 0;
-  const size_t halvingUpTo = groupSize <= 4 ? size_t{4} << 20 : size_t{1} << 20;
+  const size_t halvingUpTo = groupSize <= 4 ? (size_t{4} << 20) - 1 : size_t{1} << 20;
   return powerOfTwo && groupSize > 2 && bytes <= halvingUpTo ? Algorithm::kRecursiveHalving
                                                               : Algorithm::kRing;
 }

@@ -178,7 +178,7 @@ TEST(TuningDefaults, OneAlgorithmPerRouteOtherwise) {
 }
 
 // reduce_scatter over messages: recursive halving on a power of two ranks
-// above two, up to 4 MiB of input (P <= 4) or 1 MiB (more); the ring
+// above two, below 4 MiB of input (P <= 4) or up to 1 MiB (more); the ring
 // otherwise.
 TEST(TuningDefaults, ReduceScatterHalvesOnPowersOfTwo) {
   withDefaults([] {
@@ -188,8 +188,8 @@ TEST(TuningDefaults, ReduceScatterHalvesOnPowersOfTwo) {
     CHILD_CHECK(rs(MiB, 4, Route::kOnHost) == Algorithm::kOnHost);
     for (Route route : {Route::kFlat, Route::kHierarchical}) {
       CHILD_CHECK(rs(8, 4, route) == Algorithm::kRecursiveHalving);
-      CHILD_CHECK(rs(4 * MiB, 4, route) == Algorithm::kRecursiveHalving);
-      CHILD_CHECK(rs(4 * MiB + 1, 4, route) == Algorithm::kRing);
+      CHILD_CHECK(rs(4 * MiB - 1, 4, route) == Algorithm::kRecursiveHalving);
+      CHILD_CHECK(rs(4 * MiB, 4, route) == Algorithm::kRing);
       CHILD_CHECK(rs(MiB, 8, route) == Algorithm::kRecursiveHalving);
       CHILD_CHECK(rs(MiB + 1, 8, route) == Algorithm::kRing);
       CHILD_CHECK(rs(8, 2, route) == Algorithm::kRing);

@@ -131,10 +131,16 @@ void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blo
     if (out != in && blockCounts[0] > 0) std::memmove(out, in, blockCounts[0] * dtypeSize(dtype));
     return;
   }
-  // Forced on a group that is not a power of two, recursive halving gives
-  // way to the ring.
+  // reduce's reduce_scatter_gather runs the reduce-scatter this family
+  // would pick for its buffer over messages. Forced on a group that is not
+  // a power of two, recursive halving gives way to the ring.
+  Algorithm algo = comm.algorithm();
+  if (algo == Algorithm::kReduceScatterGather) {
+    const size_t bytes = offsetsOf(blockCounts).back() * dtypeSize(dtype);
+    algo = chooseStepAlgorithm(Opcode::kReduceScatter, bytes, p, Route::kFlat);
+  }
   const bool powerOfTwo = (p & (p - 1)) == 0;
-  if (comm.algorithm() == Algorithm::kRecursiveHalving && powerOfTwo) {
+  if (algo == Algorithm::kRecursiveHalving && powerOfTwo) {
     recursiveHalving(comm, in, blockCounts, out, dtype, op);
   } else {
     ring(comm, in, blockCounts, out, dtype, op);
