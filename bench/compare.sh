@@ -53,8 +53,9 @@
 #                       minutes); --ops and sizes given on the line win
 #
 # The Debian packages the chosen libraries need (openmpi-bin libopenmpi-dev,
-# libgloo-dev, python3-torch; python3-matplotlib for the report) are
-# installed with apt-get first when missing (as root, or through sudo).
+# libgloo-dev, python3-torch; python3-matplotlib for the report and the
+# per-cell plots) are installed with apt-get first when missing (as root, or
+# through sudo).
 #
 # A benchmark that fails or outlasts --timeout is killed and reported; its
 # rows are missing from the CSV and the run goes on with the next one.
@@ -88,9 +89,13 @@ die() { echo "compare.sh: $*" >&2; exit 2; }
 say() { echo "compare.sh: $*" >&2; }
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
+PER_CELL=0
 if [[ "${1:-}" == --per-cell ]]; then
   shift
-  exec "$PY" "$ROOT/bench/percell.py" "$@"
+  PER_CELL=1
+  PER_CELL_ARGS=("$@")
+  set --
+  LIBS=""  # percell.py's peers install themselves (bench/peers/install_peers.sh)
 fi
 while [[ $# -gt 0 ]]; do
   GIVEN+="$1 "
@@ -179,6 +184,8 @@ ensure_packages() {
 
 ensure_packages
 [[ "$INSTALL_ONLY" -eq 1 ]] && exit 0
+# The per-cell method needs no more than the report's plotting.
+[[ "$PER_CELL" -eq 1 ]] && exec "$PY" "$ROOT/bench/percell.py" "${PER_CELL_ARGS[@]}"
 
 MESHCOMM_BENCH="$BUILD_DIR/bin/meshcomm-bench"
 if has_lib meshcomm && [[ ! -x "$MESHCOMM_BENCH" ]]; then
