@@ -110,6 +110,16 @@ std::vector<AgreementCase> agreementCases() {
          return pg.gatherIntoTensor(ref(b.output), ref(b.input), o);
        },
        oneOff("dst")},
+      {"gather_into_tensor, different element counts",
+       [](ProcessGroup& pg, int64_t n, Buffers& b) {
+         // The odd rank's block is one element longer: over messages it
+         // goes to the root with the odd rank's record and must be drained.
+         const int64_t mine = n + (pg.rank() == odd ? 1 : 0);
+         b.input.assign(static_cast<size_t>(mine), own(pg.rank()));
+         b.output.assign(static_cast<size_t>(mine * pg.size()), kUntouched);
+         return pg.gatherIntoTensor(ref(b.output), ref(b.input));
+       },
+       [](int) { return std::vector<std::string>{"different element counts: rank 0 passes "}; }},
       {"scatter, one rank names another src",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          b.output.assign(static_cast<size_t>(n), kUntouched);
@@ -310,11 +320,16 @@ TEST(AgreementLeavesNothingBehind, AllToAllSingleOverTcp) {
   runAgreement(kHierarchical2x2, 1000, "all_to_all_single", bound, 20);
 }
 
-// The same for the buffer a broadcast's root sends with its record.
-TEST(AgreementLeavesNothingBehind, BroadcastOverTcp) {
+// The same for the buffer a broadcast's root sends with its record, and
+// the blocks of a gather or scatter.
+TEST(AgreementLeavesNothingBehind, RootedCallsOverTcp) {
   const std::vector<std::pair<std::string, std::string>> bound = {{"MESHCOMM_MAX_UNEXPECTED_BYTES", "100000"}};
-  runAgreement(tcpCase(3), 1000, "broadcast", bound, 20);
-  runAgreement(tcpCase(4), 1000, "broadcast", bound, 20);
+  for (const char* op : {"broadcast", "gather", "scatter"}) {
+    runAgreement(tcpCase(3), 1000, op, bound, 20);
+    runAgreement(tcpCase(4), 1000, op, bound, 20);
+  }
+  runAgreement(kHierarchical2x2, 1000, "gather", bound, 20);
+  runAgreement(kHierarchical2x2, 1000, "scatter", bound, 20);
 }
 
 // all_to_all_single with ranks that agree, where some send their blocks
