@@ -47,7 +47,7 @@ class HostCollectives {
   // `read` gets every rank's record and digest, indexed by group rank, once
   // all are in. The records stay valid only during `read`, and a record
   // costs its transfer between ranks only if `read` looks at it: the
-  // digests decide whether it needs to (collectives/agreement.cc).
+  // digests decide whether it needs to (collectives/records.cc).
   using Records = std::span<const int64_t* const>;
   using Digests = std::span<const uint64_t>;
   struct Agreement {
