@@ -4,7 +4,7 @@
 // Over TCP, a pipelined tree — binomial for short messages, a chain for
 // long ones. The buffer travels in chunks; a rank forwards chunk k to its
 // children as soon as it has it, while chunk k+1 is still arriving. A root
-// whose buffer went out with the agreement's records (agreement.cc) has
+// whose buffer went out with the agreement's records (with_records.cc) has
 // sent it whole to its children, who forward it from there.
 #include <vector>
 
