@@ -17,12 +17,15 @@ struct Block {
   size_t bytes = 0;
 };
 
-// An exchange's block from a rank to itself: copied, unless it already
-// lies in place.
+// A call's block from a rank to itself: copied, unless it already lies in
+// place.
+inline void moveOwnBlock(void* to, const void* from, size_t bytes) {
+  if (to != from && bytes > 0) std::memmove(to, from, bytes);
+}
+// The same for an exchange's block (all_to_all).
 inline void copyOwnBlock(std::span<const Block> sends, std::span<const Block> recvs, int rank) {
   const Block& send = sends[static_cast<size_t>(rank)];
-  const Block& recv = recvs[static_cast<size_t>(rank)];
-  if (send.data != recv.data && send.bytes > 0) std::memmove(recv.data, send.data, send.bytes);
+  moveOwnBlock(recvs[static_cast<size_t>(rank)].data, send.data, send.bytes);
 }
 
 // The per-rank blocks of one call, inline up to 8 ranks.

@@ -25,7 +25,7 @@ using records::Tables;
 
 // The bytes the rank that wrote `record` (`rank`) sends with it to each
 // rank that receives from it directly, as the root of a broadcast over
-// messages (agreeAndBroadcastByMessages); 0 if none: it does not name
+// messages (broadcastOverMessages); 0 if none: it does not name
 // itself the root, or its buffer travels in the record itself, or is too
 // large to send before the verdict. Read from the record, so that every
 // rank reaches the same answer.
@@ -35,27 +35,33 @@ size_t firstHopBytes(const std::vector<int64_t>& record, int rank) {
   return bytes > kPayloadBytes && bytes <= kFirstHopBytes ? bytes : 0;
 }
 
-// After a disagreement on a broadcast over messages: takes in what ranks
-// naming themselves the root sent this rank with their records, and waits
-// for what this rank sent, so that nothing of the call is left behind and
-// the group stays usable. REQUIRES: `firstHop` is the phase they were sent in.
+// After a disagreement: takes in what each peer sent this rank with its
+// record (`bytesFrom[peer]`, -1 for nothing; 0 is an empty message) and
+// waits for what this rank sent, so that nothing of the call is left
+// behind and the group stays usable. REQUIRES: `comm` is in the phase they
+// were sent in.
+void drain(Comm& comm, const std::vector<int64_t>& bytesFrom) {
+  int64_t total = 0;
+  for (int64_t n : bytesFrom) total += std::max<int64_t>(0, n);
+  uint8_t* into = comm.scratch(Scratch::kRecv, static_cast<size_t>(total));
+  for (size_t peer = 0; peer < bytesFrom.size(); ++peer) {
+    if (bytesFrom[peer] < 0) continue;
+    comm.recv(static_cast<int>(peer), 0, into, static_cast<size_t>(bytesFrom[peer]));
+    into += bytesFrom[peer];
+  }
+  comm.waitAll();
+}
+
+// broadcast: what ranks naming themselves the root sent this rank.
 void drainFirstHop(Comm& firstHop, const std::vector<std::vector<int64_t>>& records) {
   const int me = firstHop.rank();
-  std::vector<size_t> bytes(records.size(), 0);
-  size_t total = 0;
+  std::vector<int64_t> bytes(records.size(), -1);
   for (size_t peer = 0; peer < records.size(); ++peer) {
     const int sender = static_cast<int>(peer);
     const size_t n = sender == me ? 0 : firstHopBytes(records[peer], sender);
-    if (n > 0 && receivesFromRoot(firstHop, n, me, sender)) bytes[peer] = n;
-    total += bytes[peer];
+    if (n > 0 && receivesFromRoot(firstHop, n, me, sender)) bytes[peer] = static_cast<int64_t>(n);
   }
-  uint8_t* drain = firstHop.scratch(Scratch::kRecv, total);
-  for (size_t peer = 0; peer < records.size(); ++peer) {
-    if (bytes[peer] == 0) continue;
-    firstHop.recv(static_cast<int>(peer), 0, drain, bytes[peer]);
-    drain += bytes[peer];
-  }
-  firstHop.waitAll();
+  drain(firstHop, bytes);
 }
 
 // The bytes a rank sends to `peer` together with its record, read from the
@@ -70,26 +76,13 @@ int64_t eagerBytesTo(const std::vector<int64_t>& record, int peer) {
   return t.send[peer] * elementBytes;
 }
 
-// After a disagreement on all_to_all_single over messages: takes in the
-// blocks peers sent with their records (agreeAndAllToAll), so that nothing
-// of the call is left behind and the group stays usable. REQUIRES: `comm`
-// is in the phase the blocks were sent in.
+// all_to_all_single: the blocks peers sent with their records.
 void drainEagerBlocks(Comm& comm, const std::vector<std::vector<int64_t>>& records) {
-  const int me = comm.rank();
   std::vector<int64_t> bytes(records.size(), -1);
-  int64_t total = 0;
   for (size_t peer = 0; peer < records.size(); ++peer) {
-    if (static_cast<int>(peer) == me) continue;
-    bytes[peer] = eagerBytesTo(records[peer], me);
-    total += std::max<int64_t>(0, bytes[peer]);
+    if (static_cast<int>(peer) != comm.rank()) bytes[peer] = eagerBytesTo(records[peer], comm.rank());
   }
-  uint8_t* drain = comm.scratch(Scratch::kRecv, static_cast<size_t>(total));
-  for (size_t peer = 0; peer < records.size(); ++peer) {
-    if (bytes[peer] < 0) continue;
-    comm.recv(static_cast<int>(peer), 0, drain, static_cast<size_t>(bytes[peer]));
-    drain += bytes[peer];
-  }
-  comm.waitAll();
+  drain(comm, bytes);
 }
 
 // The block a rank sends with its record in a gather (to the rank it
@@ -103,27 +96,17 @@ size_t earlyBlockBytes(const std::vector<int64_t>& record, int rank, bool gather
   return sends && bytes > 0 && bytes <= kEagerBlockBytes ? bytes : 0;
 }
 
-// After a disagreement on a gather or scatter: takes in the blocks sent to
-// this rank early and waits for the ones it sent.
+// gather and scatter: the blocks sent to this rank early.
 void drainEarlyBlocks(Comm& early, const std::vector<std::vector<int64_t>>& all, bool gathers) {
   const int me = early.rank();
-  std::vector<size_t> bytes(all.size(), 0);
-  size_t total = 0;
+  std::vector<int64_t> bytes(all.size(), -1);
   for (size_t peer = 0; peer < all.size(); ++peer) {
     const int sender = static_cast<int>(peer);
-    if (sender == me) continue;
-    const size_t n = earlyBlockBytes(all[peer], sender, gathers);
-    const bool toMe = gathers ? all[peer][kRoot] == me : true;
-    if (n > 0 && toMe) bytes[peer] = n;
-    total += bytes[peer];
+    const size_t n = sender == me ? 0 : earlyBlockBytes(all[peer], sender, gathers);
+    const bool toMe = !gathers || all[peer][kRoot] == me;
+    if (n > 0 && toMe) bytes[peer] = static_cast<int64_t>(n);
   }
-  uint8_t* drain = early.scratch(Scratch::kRecv, total);
-  for (size_t peer = 0; peer < all.size(); ++peer) {
-    if (bytes[peer] == 0) continue;
-    early.recv(static_cast<int>(peer), 0, drain, bytes[peer]);
-    drain += bytes[peer];
-  }
-  early.waitAll();
+  drain(early, bytes);
 }
 
 // gather (`gathers`) or scatter over messages: `mine` is this rank's block
@@ -171,13 +154,7 @@ void linearOverMessages(Comm& comm, const CallArguments& args, bool gathers, voi
       if (j != root && gathers) early.recv(j, 0, b.data, b.bytes);
     }
     uint8_t* own = blocks[static_cast<size_t>(root)].data;
-    if (own != mine && myBytes > 0) {
-      if (gathers) {
-        std::memmove(own, mine, myBytes);
-      } else {
-        std::memmove(mine, own, myBytes);
-      }
-    }
+    gathers ? moveOwnBlock(own, mine, myBytes) : moveOwnBlock(mine, own, myBytes);
   } else if (!gathers) {
     early.recv(root, 0, mine, myBytes);
   }

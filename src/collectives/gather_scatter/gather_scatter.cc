@@ -2,8 +2,7 @@
 // rank, all transfers in flight at once (the root's link is the bottleneck
 // whatever the schedule, so a tree would only add latency on CPUs); on one
 // host, the host domain's (host_collectives.h).
-#include <cstring>
-
+#include "collectives/blocks.h"
 #include "collectives/collectives.h"
 
 namespace meshcomm::collectives {
@@ -33,13 +32,7 @@ void linear(Comm& comm, int root, bool toRoot, void* mine, size_t myBytes,
       if (j != root) exchange(j, block.data, block.bytes);
     }
     uint8_t* own = blocks[static_cast<size_t>(root)].data;
-    if (own != mine && myBytes > 0) {
-      if (toRoot) {
-        std::memmove(own, mine, myBytes);
-      } else {
-        std::memmove(mine, own, myBytes);
-      }
-    }
+    toRoot ? moveOwnBlock(own, mine, myBytes) : moveOwnBlock(mine, own, myBytes);
   }
   comm.waitAll();
 }
