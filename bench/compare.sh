@@ -94,8 +94,13 @@ if [[ "${1:-}" == --per-cell ]]; then
   shift
   PER_CELL=1
   PER_CELL_ARGS=("$@")
-  set --
-  LIBS=""  # percell.py's peers install themselves (bench/peers/install_peers.sh)
+  # The Debian packages of the libraries it compares (Open MPI 4.1, Gloo);
+  # the others come from bench/peers/install_peers.sh.
+  LIBS=""
+  while [[ $# -gt 0 ]]; do
+    [[ "$1" == --libs && $# -ge 2 ]] && LIBS="$2"
+    shift
+  done
 fi
 while [[ $# -gt 0 ]]; do
   GIVEN+="$1 "
