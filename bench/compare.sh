@@ -98,7 +98,9 @@ if [[ "${1:-}" == --per-cell ]]; then
   # the others come from bench/peers/install_peers.sh.
   LIBS=""
   while [[ $# -gt 0 ]]; do
-    [[ "$1" == --libs && $# -ge 2 ]] && LIBS="$2"
+    if [[ "$1" == --libs && $# -ge 2 ]]; then
+      for lib in $2; do [[ "$lib" == openmpi || "$lib" == gloo ]] && LIBS+=" $lib"; done
+    fi
     shift
   done
 fi
