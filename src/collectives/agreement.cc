@@ -15,7 +15,6 @@ using records::encodeInto;
 using records::exchangeByMessages;
 using records::judge;
 using records::judgeOnHost;
-using records::kPayloadWords;
 using records::recordDigest;
 using records::recordSignature;
 using records::recordWords;
@@ -77,7 +76,7 @@ bool agree(Comm& comm, const CallArguments& args) {
       // The headers agree, so the root's data was small enough too.
       const std::vector<int64_t>& root = records[static_cast<size_t>(args.root)];
       if (comm.rank() != args.root) {
-        std::memcpy(args.payload, root.data() + (root.size() - kPayloadWords), args.payloadBytes);
+        std::memcpy(args.payload, records::payloadOf(root), args.payloadBytes);
       }
       delivered = true;
     }

@@ -34,6 +34,10 @@ void encodeInto(const CallArguments& a, int64_t* w);
 // The record as it travels in a message: a broadcast's with room for a
 // payload (kPayloadWords), holding it when a.payload is set.
 std::vector<int64_t> encode(const CallArguments& a);
+// Where a broadcast's record, as encode() made it, holds its payload.
+inline const int64_t* payloadOf(const std::vector<int64_t>& record) {
+  return record.data() + (record.size() - kPayloadWords);
+}
 
 // The tables of a record, as views into it.
 struct Tables {

@@ -17,8 +17,8 @@ using records::encode;
 using records::exchangeByMessages;
 using records::judge;
 using records::kDtype;
-using records::kPayloadWords;
 using records::kRoot;
+using records::payloadOf;
 using records::recordSignature;
 using records::tablesOf;
 using records::Tables;
@@ -149,9 +149,9 @@ void linearOverMessages(Comm& comm, const CallArguments& args, bool gathers, voi
     return;
   }
   if (me == root) {
-    for (int j = 0; j < comm.size(); ++j) {
+    for (int j = 0; gathers && j < comm.size(); ++j) {
       const Block& b = blocks[static_cast<size_t>(j)];
-      if (j != root && gathers) early.recv(j, 0, b.data, b.bytes);
+      if (j != root) early.recv(j, 0, b.data, b.bytes);
     }
     uint8_t* own = blocks[static_cast<size_t>(root)].data;
     gathers ? moveOwnBlock(own, mine, myBytes) : moveOwnBlock(mine, own, myBytes);
@@ -187,8 +187,7 @@ void broadcastOverMessages(Comm& comm, CallArguments args, void* data, size_t by
   }
   // The records agree: every rank names the same root, count and dtype.
   if (args.payload != nullptr) {
-    const std::vector<int64_t>& fromRoot = records[static_cast<size_t>(root)];
-    if (me != root) std::memcpy(data, fromRoot.data() + (fromRoot.size() - kPayloadWords), bytes);
+    if (me != root) std::memcpy(data, payloadOf(records[static_cast<size_t>(root)]), bytes);
     return;
   }
   // Past the records' phase and the first hop's.
