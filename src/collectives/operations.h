@@ -1,10 +1,11 @@
 // The operations meshcomm offers, listed once: each one's name (the
 // Python spelling, also used in error messages), the wire family its
-// messages carry, and the arguments it takes beyond its tensors. The
-// runtime's checks and error messages, the Python binding and the
-// benchmark read this table instead of keeping lists of their own; the
-// C++ methods are the same words in lowerCamel (all_gather_into_tensor is
-// ProcessGroup::allGatherIntoTensor).
+// messages carry, the arguments it takes beyond its tensors, and how its
+// buffers relate to one rank's block. The runtime's checks and error
+// messages, the Python binding, the benchmark (its sizes and its check of
+// every output) and the test matrix read this table instead of keeping
+// lists of their own; the C++ methods are the same words in lowerCamel
+// (all_gather_into_tensor is ProcessGroup::allGatherIntoTensor).
 //
 // Thread-safety: constant data and pure functions.
 #pragma once
@@ -60,6 +61,17 @@ enum class Operation : uint8_t {
 // rank that sends (src) or the rank that receives (dst).
 enum class Root : uint8_t { kNone, kSrc, kDst };
 
+// How an operation's buffers relate to one rank's block of data, which
+// decides how a benchmark sizes them (nccl-tests' conventions, see
+// tools/bench/ops.h) and what each output must hold afterwards.
+enum class Layout : uint8_t {
+  kNone,       // moves no data (barrier)
+  kWhole,      // one buffer of the whole count on every rank (all_reduce, send)
+  kGathers,    // one block in, one block per rank out (all_gather, gather)
+  kScatters,   // one block per rank in, one block out (reduce_scatter, scatter)
+  kExchanges,  // one block per rank in and out (all_to_all)
+};
+
 struct OperationInfo {
   Operation operation;
   const char* name;           // "all_gather_into_tensor": the Python function
@@ -68,6 +80,12 @@ struct OperationInfo {
   Root root = Root::kNone;    // takes a root, called src or dst
   bool splitSizes = false;    // takes per-rank split sizes
   bool tagged = false;        // takes a point-to-point tag
+  Layout layout = Layout::kNone;
+  // Under this name meshcomm-bench measures the operation (nccl-tests'
+  // name where it has one); nullptr where it does not. Only forms whose
+  // buffers are whole tensors are measured: a list form moves the same
+  // bytes as its tensor form.
+  const char* benchName = nullptr;
 
   constexpr bool rooted() const { return root != Root::kNone; }
   // "src" or "dst"; REQUIRES: rooted().
@@ -76,45 +94,64 @@ struct OperationInfo {
 
 inline constexpr std::array kOperations = {
     OperationInfo{.operation = Operation::kAllReduce, .name = "all_reduce",
-                  .family = Opcode::kAllReduce, .reduces = true},
+                  .family = Opcode::kAllReduce, .reduces = true,
+                  .layout = Layout::kWhole, .benchName = "all_reduce"},
     OperationInfo{.operation = Operation::kBroadcast, .name = "broadcast",
-                  .family = Opcode::kBroadcast, .root = Root::kSrc},
+                  .family = Opcode::kBroadcast, .root = Root::kSrc,
+                  .layout = Layout::kWhole, .benchName = "broadcast"},
     OperationInfo{.operation = Operation::kReduce, .name = "reduce",
-                  .family = Opcode::kReduce, .reduces = true, .root = Root::kDst},
+                  .family = Opcode::kReduce, .reduces = true, .root = Root::kDst,
+                  .layout = Layout::kWhole, .benchName = "reduce"},
     OperationInfo{.operation = Operation::kAllGather, .name = "all_gather",
-                  .family = Opcode::kAllGather},
+                  .family = Opcode::kAllGather,
+                  .layout = Layout::kGathers},
     OperationInfo{.operation = Operation::kAllGatherIntoTensor, .name = "all_gather_into_tensor",
-                  .family = Opcode::kAllGather},
+                  .family = Opcode::kAllGather,
+                  .layout = Layout::kGathers, .benchName = "all_gather"},
     OperationInfo{.operation = Operation::kAllGatherIntoTensorUneven,
                   .name = "all_gather_into_tensor_uneven",
-                  .family = Opcode::kAllGather, .splitSizes = true},
+                  .family = Opcode::kAllGather, .splitSizes = true,
+                  .layout = Layout::kGathers, .benchName = "all_gather_uneven"},
     OperationInfo{.operation = Operation::kReduceScatter, .name = "reduce_scatter",
-                  .family = Opcode::kReduceScatter, .reduces = true},
+                  .family = Opcode::kReduceScatter, .reduces = true,
+                  .layout = Layout::kScatters},
     OperationInfo{.operation = Operation::kReduceScatterTensor, .name = "reduce_scatter_tensor",
-                  .family = Opcode::kReduceScatter, .reduces = true},
+                  .family = Opcode::kReduceScatter, .reduces = true,
+                  .layout = Layout::kScatters, .benchName = "reduce_scatter"},
     OperationInfo{.operation = Operation::kReduceScatterTensorUneven,
                   .name = "reduce_scatter_tensor_uneven",
-                  .family = Opcode::kReduceScatter, .reduces = true, .splitSizes = true},
+                  .family = Opcode::kReduceScatter, .reduces = true, .splitSizes = true,
+                  .layout = Layout::kScatters, .benchName = "reduce_scatter_uneven"},
     OperationInfo{.operation = Operation::kGather, .name = "gather",
-                  .family = Opcode::kGather, .root = Root::kDst},
+                  .family = Opcode::kGather, .root = Root::kDst,
+                  .layout = Layout::kGathers},
     OperationInfo{.operation = Operation::kGatherIntoTensor, .name = "gather_into_tensor",
-                  .family = Opcode::kGather, .root = Root::kDst},
+                  .family = Opcode::kGather, .root = Root::kDst,
+                  .layout = Layout::kGathers, .benchName = "gather"},
     OperationInfo{.operation = Operation::kScatter, .name = "scatter",
-                  .family = Opcode::kScatter, .root = Root::kSrc},
+                  .family = Opcode::kScatter, .root = Root::kSrc,
+                  .layout = Layout::kScatters},
     OperationInfo{.operation = Operation::kScatterTensor, .name = "scatter_tensor",
-                  .family = Opcode::kScatter, .root = Root::kSrc},
+                  .family = Opcode::kScatter, .root = Root::kSrc,
+                  .layout = Layout::kScatters, .benchName = "scatter"},
     OperationInfo{.operation = Operation::kAllToAll, .name = "all_to_all",
-                  .family = Opcode::kAllToAll},
+                  .family = Opcode::kAllToAll,
+                  .layout = Layout::kExchanges},
     OperationInfo{.operation = Operation::kAllToAllSingle, .name = "all_to_all_single",
-                  .family = Opcode::kAllToAll, .splitSizes = true},
+                  .family = Opcode::kAllToAll, .splitSizes = true,
+                  .layout = Layout::kExchanges, .benchName = "all_to_all"},
     OperationInfo{.operation = Operation::kBarrier, .name = "barrier",
-                  .family = Opcode::kBarrier},
+                  .family = Opcode::kBarrier,
+                  .layout = Layout::kNone, .benchName = "barrier"},
     OperationInfo{.operation = Operation::kSend, .name = "send",
-                  .family = Opcode::kPointToPoint, .tagged = true},
+                  .family = Opcode::kPointToPoint, .tagged = true,
+                  .layout = Layout::kWhole},
     OperationInfo{.operation = Operation::kRecv, .name = "recv",
-                  .family = Opcode::kPointToPoint, .tagged = true},
+                  .family = Opcode::kPointToPoint, .tagged = true,
+                  .layout = Layout::kWhole},
     OperationInfo{.operation = Operation::kBatchIsendIrecv, .name = "batch_isend_irecv",
-                  .family = Opcode::kPointToPoint},
+                  .family = Opcode::kPointToPoint,
+                  .layout = Layout::kWhole, .benchName = "sendrecv"},
 };
 
 // Every entry sits at its enumerator's index, so lookups are an index.

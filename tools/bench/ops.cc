@@ -19,22 +19,19 @@ size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 }  // namespace
 
 const std::vector<CollectiveInfo>& allCollectives() {
-  static const std::vector<CollectiveInfo> kAll = {
-      {Operation::kAllReduce, "all_reduce", true, 1},
-      {Operation::kBroadcast, "broadcast", true, 1},
-      {Operation::kReduce, "reduce", true, 1},
-      {Operation::kAllGatherIntoTensor, "all_gather", false, 1},
-      {Operation::kReduceScatterTensor, "reduce_scatter", false, 1},
-      // The uneven forms with every rank's block alike: what their split
-      // sizes' agreement costs beside the even forms.
-      {Operation::kAllGatherIntoTensorUneven, "all_gather_uneven", false, 1},
-      {Operation::kReduceScatterTensorUneven, "reduce_scatter_uneven", false, 1},
-      {Operation::kAllToAllSingle, "all_to_all", false, 1},
-      {Operation::kGatherIntoTensor, "gather", false, 1},
-      {Operation::kScatterTensor, "scatter", false, 1},
-      {Operation::kBarrier, "barrier", false, 1},
-      {Operation::kBatchIsendIrecv, "sendrecv", false, 2},
-  };
+  static const std::vector<CollectiveInfo> kAll = [] {
+    std::vector<CollectiveInfo> all;
+    for (const OperationInfo& op : kOperations) {
+      if (op.benchName == nullptr) continue;
+      const bool pointToPoint = op.family == Opcode::kPointToPoint;
+      // One tensor serves as input and output in the whole-buffer
+      // collectives; a send and its receive need buffers of their own, and
+      // a peer to go to.
+      all.push_back({op.operation, op.benchName, op.layout == Layout::kWhole && !pointToPoint,
+                     pointToPoint ? 2 : 1});
+    }
+    return all;
+  }();
   return kAll;
 }
 
@@ -47,45 +44,40 @@ const CollectiveInfo* findCollective(std::string_view name) {
 
 Shape shapeFor(const CollectiveInfo& info, uint64_t bytes, DType dtype, int nranks, int rank,
                int root) {
+  const OperationInfo& op = operationInfo(info.operation);
   const auto w = static_cast<int64_t>(dtypeSize(dtype));
   const int64_t count = static_cast<int64_t>(bytes) / w;
   const int64_t n = nranks;
   const int64_t block = count / n;
   const double share = static_cast<double>(n - 1) / static_cast<double>(n);
   Shape s;
-  switch (info.operation) {
-    case Operation::kBarrier:
+  switch (op.layout) {
+    case Layout::kNone:
       return s;
-    case Operation::kAllReduce:
-    case Operation::kBroadcast:
-    case Operation::kReduce:
-    case Operation::kBatchIsendIrecv:
+    case Layout::kWhole:
       s.sendCount = s.recvCount = s.paramCount = count;
       s.algBytes = static_cast<double>(count * w);
-      s.busFactor = info.operation == Operation::kAllReduce ? 2.0 * share : 1.0;
+      // all_reduce's bus carries the data twice (reduce-scatter, then gather).
+      s.busFactor = op.reduces && !op.rooted() ? 2.0 * share : 1.0;
       break;
-    default: {
-      // The block collectives: one block in, n out (gathers), n in, one out
-      // (scatters) or n both ways; the count is one block, the bandwidth
-      // counts all n blocks.
-      const bool gathers = info.operation == Operation::kAllGatherIntoTensor ||
-                           info.operation == Operation::kAllGatherIntoTensorUneven ||
-                           info.operation == Operation::kGatherIntoTensor;
-      const bool scatters = info.operation == Operation::kReduceScatterTensor ||
-                            info.operation == Operation::kReduceScatterTensorUneven ||
-                            info.operation == Operation::kScatterTensor;
-      s.sendCount = gathers ? block : block * n;
-      s.recvCount = scatters ? block : block * n;
+    case Layout::kGathers:
+    case Layout::kScatters:
+    case Layout::kExchanges:
+      // One block in, n out (gathers), n in, one out (scatters) or n both
+      // ways; the count is one block, the bandwidth counts all n blocks.
+      s.sendCount = op.layout == Layout::kGathers ? block : block * n;
+      s.recvCount = op.layout == Layout::kScatters ? block : block * n;
       s.paramCount = block;
       s.algBytes = static_cast<double>(block * n * w);
       s.busFactor = share;
       break;
-    }
   }
   s.printedBytes = static_cast<uint64_t>(std::max(s.sendCount, s.recvCount) * w);
-  // Buffers that exist only at the root are not allocated elsewhere.
-  if (info.operation == Operation::kGatherIntoTensor && rank != root) s.recvCount = 0;
-  if (info.operation == Operation::kScatterTensor && rank != root) s.sendCount = 0;
+  // The per-rank side of a rooted gather or scatter exists at the root alone.
+  if (op.rooted() && rank != root) {
+    if (op.layout == Layout::kGathers) s.recvCount = 0;
+    if (op.layout == Layout::kScatters) s.sendCount = 0;
+  }
   return s;
 }
 
@@ -162,9 +154,11 @@ WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slot
     case Operation::kAllGatherIntoTensor: return group.allGatherIntoTensor(out, in, options);
     case Operation::kReduceScatterTensor: return group.reduceScatterTensor(out, in, options);
     case Operation::kAllGatherIntoTensorUneven:
-      return group.allGatherIntoTensorUneven(out, in, std::vector<int64_t>(group.size(), in.numel), options);
+      return group.allGatherIntoTensorUneven(out, in, std::vector<int64_t>(group.size(), in.numel),
+                                             options);
     case Operation::kReduceScatterTensorUneven:
-      return group.reduceScatterTensorUneven(out, in, std::vector<int64_t>(group.size(), out.numel), options);
+      return group.reduceScatterTensorUneven(out, in, std::vector<int64_t>(group.size(), out.numel),
+                                             options);
     case Operation::kAllToAllSingle: return group.allToAllSingle(out, in, {}, {}, options);
     case Operation::kGatherIntoTensor: return group.gatherIntoTensor(out, in, options);
     case Operation::kScatterTensor: return group.scatterTensor(out, in, options);
@@ -186,9 +180,10 @@ WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slot
 }
 
 void prepareCheck(const CollectiveInfo& info, Slots& slots, ValueClass cls, int rank, int root) {
+  const OperationInfo& op = operationInfo(info.operation);
   TensorRef in = slots.input(0);
   TensorRef out = slots.output(0);
-  if (info.operation == Operation::kBroadcast && rank != root) {
+  if (op.layout == Layout::kWhole && op.root == Root::kSrc && rank != root) {
     poison(in);  // only the root's data may arrive
     return;
   }
@@ -196,48 +191,50 @@ void prepareCheck(const CollectiveInfo& info, Slots& slots, ValueClass cls, int 
   if (!info.inPlace) poison(out);
 }
 
-CheckResult verify(const CollectiveInfo& info, const Slots& slots, ValueClass cls, ReduceOp op,
-                   int rank, int nranks, int root) {
+CheckResult verify(const CollectiveInfo& info, const Slots& slots, ValueClass cls,
+                   ReduceOp reduceOp, int rank, int nranks, int root) {
+  const OperationInfo& op = operationInfo(info.operation);
   TensorRef out = slots.output(0);
   CheckResult result;
   // Block b of an n-block buffer, as its own tensor.
   auto blockOf = [](TensorRef t, int64_t block, int b) {
     TensorRef part = t;
     part.numel = block;
-    part.data = static_cast<std::byte*>(t.data) + static_cast<size_t>(b * block) * dtypeSize(t.dtype);
+    part.data =
+        static_cast<std::byte*>(t.data) + static_cast<size_t>(b * block) * dtypeSize(t.dtype);
     return part;
   };
-  const int64_t block = out.numel / std::max(1, nranks);
-  switch (info.operation) {
-    case Operation::kAllReduce:
-      return expectReduced(out, cls, op, nranks, 0);
-    case Operation::kBroadcast:
-      return expectValues(out, cls, root, 0);
-    case Operation::kReduce:
-      // Non-roots must still hold their own input.
-      return rank == root ? expectReduced(out, cls, op, nranks, 0)
-                          : expectValues(out, cls, rank, 0);
-    case Operation::kAllGatherIntoTensor:
-    case Operation::kAllGatherIntoTensorUneven:
-    case Operation::kGatherIntoTensor:
-      if (info.operation == Operation::kGatherIntoTensor && rank != root) return result;
-      for (int j = 0; j < nranks; ++j) result.merge(expectValues(blockOf(out, block, j), cls, j, 0));
+  // Block j of the output holds rank j's data, `firstIndex` elements into it.
+  auto blockPerRank = [&](int64_t firstIndex) {
+    const int64_t block = out.numel / std::max(1, nranks);
+    for (int j = 0; j < nranks; ++j) {
+      result.merge(expectValues(blockOf(out, block, j), cls, j, firstIndex));
+    }
+    return result;
+  };
+  switch (op.layout) {
+    case Layout::kNone:
       return result;
-    case Operation::kReduceScatterTensor:
-    case Operation::kReduceScatterTensorUneven:
-      return expectReduced(out, cls, op, nranks, rank * out.numel);
-    case Operation::kAllToAllSingle:
-      for (int j = 0; j < nranks; ++j) {
-        result.merge(expectValues(blockOf(out, block, j), cls, j, rank * block));
+    case Layout::kWhole:
+      // The bench's sendrecv is a ring: each rank hears from the previous.
+      if (op.family == Opcode::kPointToPoint) {
+        return expectValues(out, cls, (rank + nranks - 1) % nranks, 0);
       }
-      return result;
-    case Operation::kScatterTensor:
-      return expectValues(out, cls, root, rank * out.numel);
-    case Operation::kBatchIsendIrecv:
-      return expectValues(out, cls, (rank + nranks - 1) % nranks, 0);
-    default:
-      return result;
+      if (!op.reduces) return expectValues(out, cls, root, 0);  // the root's data
+      // A rooted reduction's other ranks must still hold their own input.
+      if (op.rooted() && rank != root) return expectValues(out, cls, rank, 0);
+      return expectReduced(out, cls, reduceOp, nranks, 0);
+    case Layout::kGathers:
+      if (op.rooted() && rank != root) return result;
+      return blockPerRank(0);
+    case Layout::kScatters:
+      // This rank's block of the reduced whole, or of the root's input.
+      return op.reduces ? expectReduced(out, cls, reduceOp, nranks, rank * out.numel)
+                        : expectValues(out, cls, root, rank * out.numel);
+    case Layout::kExchanges:
+      return blockPerRank(rank * (out.numel / std::max(1, nranks)));
   }
+  return result;
 }
 
 }  // namespace meshcomm::bench

@@ -1,6 +1,9 @@
 // The collectives meshcomm-bench measures: how each one sizes its buffers
 // and counts bandwidth (nccl-tests conventions), how it is issued on a
-// ProcessGroup, and what its outputs must hold afterwards.
+// ProcessGroup, and what its outputs must hold afterwards. Which operations
+// it measures, under which names, and their sizes and expected outputs
+// follow from the operation table (collectives/operations.h: benchName,
+// layout, reduces, root); only how each is issued is listed here.
 //
 // Size conventions, for a requested size S bytes, element size w, n ranks
 // and count = S / w (nccl-tests `getCollByteCount` / `getBw`):
@@ -49,7 +52,7 @@ struct CollectiveInfo {
   bool rooted() const { return operationInfo(operation).rooted(); }   // takes --root
 };
 
-// Every collective, in the order --help lists them.
+// Every collective, in the operation table's order (--help lists them so).
 const std::vector<CollectiveInfo>& allCollectives();
 // The collective called `name`, or issuing the operation called `name`;
 // nullptr when there is none.
@@ -123,7 +126,7 @@ WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slot
 void prepareCheck(const CollectiveInfo& info, Slots& slots, ValueClass cls, int rank, int root);
 
 // Compares slot 0's outputs (after one operation) with what they must hold.
-CheckResult verify(const CollectiveInfo& info, const Slots& slots, ValueClass cls, ReduceOp op,
-                   int rank, int nranks, int root);
+CheckResult verify(const CollectiveInfo& info, const Slots& slots, ValueClass cls,
+                   ReduceOp reduceOp, int rank, int nranks, int root);
 
 }  // namespace meshcomm::bench
