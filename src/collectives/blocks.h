@@ -17,6 +17,13 @@ struct Block {
   size_t bytes = 0;
 };
 
+// The bytes of every block together.
+inline size_t totalBytes(std::span<const Block> blocks) {
+  size_t total = 0;
+  for (const Block& b : blocks) total += b.bytes;
+  return total;
+}
+
 // A call's block from a rank to itself: copied, unless it already lies in
 // place.
 inline void moveOwnBlock(void* to, const void* from, size_t bytes) {

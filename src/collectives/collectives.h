@@ -6,6 +6,8 @@
 // Layout: one folder per family, so that everything one collective can do
 // sits together and a change to one family touches one folder:
 //
+//   <family>/call.h        its public operations as the runtime issues them:
+//                          argument rules, signature, algorithm, body
 //   <family>/<family>.cc   the entry point declared here, which runs the
 //                          call's algorithm: the family's algorithms over
 //                          messages, or on one host the host domain's

@@ -46,11 +46,6 @@ inline void copyOut(void* to, const void* from, size_t bytes, bool stream) {
   }
 }
 
-inline size_t totalBytes(std::span<const Block> blocks) {
-  size_t n = 0;
-  for (const Block& b : blocks) n += b.bytes;
-  return n;
-}
 
 inline size_t alignDown(size_t n) { return n / kAlign * kAlign; }
 
