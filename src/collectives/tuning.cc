@@ -8,6 +8,15 @@
 #include <optional>
 #include <string>
 
+#include "collectives/all_gather/defaults.h"
+#include "collectives/all_reduce/defaults.h"
+#include "collectives/all_to_all/defaults.h"
+#include "collectives/barrier/defaults.h"
+#include "collectives/broadcast/defaults.h"
+#include "collectives/family_tuning.h"
+#include "collectives/gather_scatter/defaults.h"
+#include "collectives/reduce/defaults.h"
+#include "collectives/reduce_scatter/defaults.h"
 #include "common/check.h"
 #include "common/env.h"
 #include "meshcomm/error.h"
@@ -50,128 +59,19 @@ bool runsOn(Algorithm algo, Route route) {
   }
 }
 
-// A set of algorithms, one bit each.
-using AlgorithmSet = uint32_t;
-template <class... Algorithms>
-constexpr AlgorithmSet setOf(Algorithms... algos) {
-  return ((AlgorithmSet{1} << static_cast<int>(algos)) | ...);
-}
-constexpr bool contains(AlgorithmSet set, Algorithm algo) {
-  return ((set >> static_cast<int>(algo)) & 1) != 0;
-}
+// ---- The table: one row per collective, in opcode order --------------------
 
-// ---- The defaults, one rule per family -------------------------------------
-
-Algorithm defaultAllReduce(size_t bytes, int groupSize, Route route) {
-  if (route == Route::kHierarchical) return Algorithm::kHierarchical;
-  if (route == Route::kOnHost) {
-    // One-shot reads P slots per rank but needs one round; reduce-scatter
-    // reads one, in two rounds. docs/tuning.md has the crossover.
-    size_t oneShotUpTo = groupSize <= 2 ? size_t{256} << 10 : groupSize <= 4 ? 64 << 10 : 16 << 10;
-    // Single copies (kShmSingleCopy) lose to the segment on the machine of
-    // docs/tuning.md, where pinning the peer's pages is expensive; they
-    // stay available by name.
-    return bytes <= oneShotUpTo ? Algorithm::kShmOneShot : Algorithm::kShmReduceScatter;
-  }
-  // Recursive doubling moves the whole buffer log2(P) times but needs only
-  // log2(P) latencies; the ring moves 2(P-1)/P of it in 2(P-1) steps, its
-  // reduction overlapping the transfer chunk by chunk; halving-doubling
-  // moves what the ring moves in 2 log2(P) steps, but needs a power of two
-  // (the fold of the others costs two whole-buffer transfers). Crossovers
-  // measured over loopback in docs/tuning.md.
-  const bool powerOfTwo = (groupSize & (groupSize - 1)) == 0;
-  const size_t doublingUpTo = groupSize <= 2 ? size_t{512} << 10 : size_t{64} << 10;
-  const size_t halvingBelow = groupSize <= 4 ? size_t{4} << 20 : size_t{512} << 10;
-  if (bytes <= doublingUpTo) return Algorithm::kRecursiveDoubling;
-  if (powerOfTwo && bytes < halvingBelow) return Algorithm::kHalvingDoubling;
-  return Algorithm::kRing;
-}
-
-Algorithm defaultBroadcast(size_t bytes, int groupSize, Route route) {
-  if (route == Route::kOnHost) return Algorithm::kOnHost;
-  if (route == Route::kHierarchical) return Algorithm::kHierarchical;
-  // A pipelined chain keeps every link busy once the pipe is full; the
-  // tree wins while latency dominates.
-  return (bytes >= (size_t{1} << 20) && groupSize > 2) ? Algorithm::kChain
-                                                       : Algorithm::kBinomialTree;
-}
-
-Algorithm defaultReduce(size_t bytes, int groupSize, Route route) {
-  if (route == Route::kOnHost) return Algorithm::kOnHost;
-  if (route == Route::kHierarchical) return Algorithm::kHierarchical;
-  return (bytes >= 256 * 1024 && groupSize > 2) ? Algorithm::kReduceScatterGather
-                                                : Algorithm::kBinomialTree;
-}
-
-Algorithm defaultAllGather(size_t bytes, int, Route route) {
-  if (route == Route::kOnHost) return Algorithm::kOnHost;
-  // Bruck's log2(P) steps move the same bytes as the ring's P-1; past
-  // 1 MiB the steps' latency no longer shows, and the ring keeps one
-  // neighbour's stream busy (docs/tuning.md).
-  return bytes <= (size_t{1} << 20) ? Algorithm::kBruck : Algorithm::kRing;
-}
-
-Algorithm defaultReduceScatter(size_t bytes, int groupSize, Route route) {
-  if (route == Route::kOnHost) return Algorithm::kOnHost;
-  // Recursive halving moves what the ring moves in log2(P) steps instead
-  // of P-1, on a power of two; the ring, which overlaps each chunk's
-  // reduction with the next one's transfer, catches up from a few MiB of
-  // input (docs/tuning.md).
-  const bool powerOfTwo = (groupSize & (groupSize - 1)) == 0;
-  const size_t halvingUpTo = groupSize <= 4 ? (size_t{4} << 20) - 1 : size_t{1} << 20;
-  return powerOfTwo && groupSize > 2 && bytes <= halvingUpTo ? Algorithm::kRecursiveHalving
-                                                              : Algorithm::kRing;
-}
-
-// The families with one algorithm per route: shared memory on one host,
-// else their TCP algorithm over the whole group (only the barrier has a
-// hierarchical form).
-template <Algorithm kOverTcp>
-Algorithm onHostOr(size_t, int, Route route) {
-  return route == Route::kOnHost ? Algorithm::kOnHost : kOverTcp;
-}
-
-Algorithm defaultBarrier(size_t, int, Route route) {
-  switch (route) {
-    case Route::kOnHost: return Algorithm::kOnHost;
-    case Route::kHierarchical: return Algorithm::kHierarchical;
-    case Route::kFlat: break;
-  }
-  return Algorithm::kDissemination;
-}
-
-// ---- The table ---------------------------------------------------------------
-
-struct Family {
-  Opcode collective;
-  // MESHCOMM_ALGO_<OP>, or null where the family has no choice to force.
-  const char* variable;
-  // Every algorithm the family implements: what the variable may name.
-  AlgorithmSet algorithms;
-  // The choice when nothing is forced.
-  Algorithm (*byDefault)(size_t bytes, int groupSize, Route route);
-};
-
-// One row per collective, in opcode order.
-using A = Algorithm;
-constexpr Family kFamilies[] = {
-    {Opcode::kAllReduce, "MESHCOMM_ALGO_ALLREDUCE",
-     setOf(A::kRing, A::kRecursiveDoubling, A::kHalvingDoubling, A::kShmOneShot, A::kShmReduceScatter,
-           A::kShmSingleCopy, A::kHierarchical),
-     defaultAllReduce},
-    {Opcode::kBroadcast, "MESHCOMM_ALGO_BROADCAST",
-     setOf(A::kBinomialTree, A::kChain, A::kOnHost, A::kHierarchical), defaultBroadcast},
-    {Opcode::kReduce, "MESHCOMM_ALGO_REDUCE",
-     setOf(A::kBinomialTree, A::kReduceScatterGather, A::kOnHost, A::kHierarchical), defaultReduce},
-    {Opcode::kAllGather, "MESHCOMM_ALGO_ALLGATHER", setOf(A::kRing, A::kBruck, A::kOnHost),
-     defaultAllGather},
-    {Opcode::kReduceScatter, "MESHCOMM_ALGO_REDUCESCATTER", setOf(A::kRing, A::kRecursiveHalving, A::kOnHost),
-     defaultReduceScatter},
-    {Opcode::kGather, nullptr, setOf(A::kLinear, A::kOnHost), onHostOr<A::kLinear>},
-    {Opcode::kScatter, nullptr, setOf(A::kLinear, A::kOnHost), onHostOr<A::kLinear>},
-    {Opcode::kAllToAll, nullptr, setOf(A::kPairwise, A::kOnHost), onHostOr<A::kPairwise>},
-    {Opcode::kBarrier, nullptr, setOf(A::kDissemination, A::kOnHost, A::kHierarchical),
-     defaultBarrier},
+// Each family states its row in its folder's defaults.h.
+constexpr FamilyTuning kFamilies[] = {
+    kAllReduceTuning,
+    kBroadcastTuning,
+    kReduceTuning,
+    kAllGatherTuning,
+    kReduceScatterTuning,
+    kGatherTuning,
+    kScatterTuning,
+    kAllToAllTuning,
+    kBarrierTuning,
 };
 constexpr size_t kFamilyCount = std::size(kFamilies);
 
@@ -195,7 +95,7 @@ static_assert(inOpcodeOrder(), "kFamilies must list the collectives in opcode or
   throw InvalidArgument(what);
 }
 
-[[noreturn, gnu::noinline, gnu::cold]] void refuseRoute(const Family& family, Algorithm forced,
+[[noreturn, gnu::noinline, gnu::cold]] void refuseRoute(const FamilyTuning& family, Algorithm forced,
                                                        Route route) {
   refuse(std::string(family.variable) + "='" + algorithmName(forced) +
          "' cannot run here: this group's ranks use " + routeName(route));
@@ -214,7 +114,7 @@ struct Forced {
   std::string invalid;                // then: the value as written
 };
 
-Forced parse(const Family& family) {
+Forced parse(const FamilyTuning& family) {
   Forced out;
   if (family.variable == nullptr) return out;
   const std::optional<std::string> value = envString(family.variable);

@@ -1,6 +1,7 @@
 // The tuning table: which algorithm runs a collective, by family, size,
-// group size and route. Every family's entry point (collectives.h) asks it
-// once per call; docs/tuning.md records the measurements behind the
+// group size and route. Each family states its row (what it may run, its
+// default) in <family>/defaults.h; its call.h asks once per call, before
+// anything is queued; docs/tuning.md records the measurements behind the
 // defaults.
 //
 // MESHCOMM_ALGO_<OP>=<name> forces an algorithm for the families that have
