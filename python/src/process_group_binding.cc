@@ -34,6 +34,7 @@
 #include "bindings.h"
 #include "group_capsule.h"
 #include "collectives/operations.h"
+#include "runtime/operation_methods.h"
 #include "meshcomm/error.h"
 #include "meshcomm/interrupt.h"
 #include "meshcomm/process_group.h"
@@ -335,32 +336,28 @@ void bindWorld(py::module_& m) {
 // timeout_ms and blocking. Sizes are in elements; empty lists mean equal
 // blocks.
 
-// Argument kinds: the Python argument's name and type, its C++ value, and
-// whether it is a list of split sizes (checked against the table).
+// How an argument is taken: the Python argument's name and type, and its
+// C++ value.
 template <const char* kArgName, bool kWritable>
 struct TensorArg {  // a tensor; kWritable when the operation writes it
   static constexpr const char* kName = kArgName;
-  static constexpr bool kSplitSizes = false;
   using Python = py::handle;
   static TensorRef convert(py::handle h) { return toRef(h, kWritable); }
 };
 template <const char* kArgName, bool kWritable>
 struct TensorListArg {  // a sequence of tensors
   static constexpr const char* kName = kArgName;
-  static constexpr bool kSplitSizes = false;
   using Python = py::handle;
   static std::vector<TensorRef> convert(py::handle h) { return refs(h, kWritable); }
 };
-template <typename T, const char* kArgName, bool kSplits = false>
+template <typename T, const char* kArgName>
 struct ValueArg {  // passed on as it is: a group rank, or elements per rank
   static constexpr const char* kName = kArgName;
-  static constexpr bool kSplitSizes = kSplits;
   using Python = T;
   static T convert(T value) { return value; }
 };
 struct P2POpsArg {  // (is_send, tensor, peer group rank, tag) tuples
   static constexpr const char* kName = "ops";
-  static constexpr bool kSplitSizes = false;
   using Python = std::vector<std::tuple<bool, Desc, int, int>>;
   static std::vector<P2POp> convert(const Python& list) {
     std::vector<P2POp> ops;
@@ -383,17 +380,21 @@ constexpr char kSendCountsName[] = "send_counts";
 constexpr char kDstName[] = "dst";
 constexpr char kSrcName[] = "src";
 
-using Data = TensorArg<kTensorName, true>;  // in place: read and written
-using Sent = TensorArg<kTensorName, false>;
-using Output = TensorArg<kOutputName, true>;
-using Input = TensorArg<kInputName, false>;
-using Outputs = TensorListArg<kOutputsName, true>;
-using Inputs = TensorListArg<kInputsName, false>;
-using Splits = ValueArg<Counts, kCountsName, true>;
-using RecvSplits = ValueArg<Counts, kRecvCountsName, true>;
-using SendSplits = ValueArg<Counts, kSendCountsName, true>;
-using Dst = ValueArg<int, kDstName>;
-using Src = ValueArg<int, kSrcName>;
+// How the binding takes each argument kind of operation_methods.h.
+template <class Kind>
+struct Binding;
+template <> struct Binding<argument::Data> : TensorArg<kTensorName, true> {};  // read and written
+template <> struct Binding<argument::Sent> : TensorArg<kTensorName, false> {};
+template <> struct Binding<argument::Output> : TensorArg<kOutputName, true> {};
+template <> struct Binding<argument::Input> : TensorArg<kInputName, false> {};
+template <> struct Binding<argument::Outputs> : TensorListArg<kOutputsName, true> {};
+template <> struct Binding<argument::Inputs> : TensorListArg<kInputsName, false> {};
+template <> struct Binding<argument::Splits> : ValueArg<Counts, kCountsName> {};
+template <> struct Binding<argument::RecvSplits> : ValueArg<Counts, kRecvCountsName> {};
+template <> struct Binding<argument::SendSplits> : ValueArg<Counts, kSendCountsName> {};
+template <> struct Binding<argument::Dst> : ValueArg<int, kDstName> {};
+template <> struct Binding<argument::Src> : ValueArg<int, kSrcName> {};
+template <> struct Binding<argument::P2POps> : P2POpsArg {};
 
 // The trailing arguments the operation table asks for; each sets a field
 // of the OpOptions.
@@ -434,8 +435,6 @@ using GroupClass = py::class_<ProcessGroup, Group>;
 // (under the GIL, as they read Python objects), then issues.
 template <Operation kOp, auto kMethod, typename... Args, typename... Options>
 void defineOperationWith(GroupClass& g, Kinds<Options...>) {
-  static_assert(operationInfo(kOp).splitSizes == (Args::kSplitSizes || ...),
-                "an operation takes split sizes exactly when the table says so");
   g.def(
       operationName(kOp),
       [](ProcessGroup& p, typename Args::Python... args, IntArg<Options>... opts, int64_t timeoutMs,
@@ -455,28 +454,16 @@ void defineOperation(GroupClass& g) {
   defineOperationWith<kOp, kMethod, Args...>(g, optionKinds<kOp>());
 }
 
+template <class Method, class... Kinds>
+void defineMethod(GroupClass& g, std::tuple<Kinds...>) {
+  defineOperation<Method::kOperation, Method::kPointer, Binding<Kinds>...>(g);
+}
+
+// Every operation, as runtime/operation_methods.h lists them.
 void defineOperations(GroupClass& g) {
-  using O = Operation;
-  using P = ProcessGroup;
-  defineOperation<O::kAllReduce, &P::allReduce, Data>(g);
-  defineOperation<O::kBroadcast, &P::broadcast, Data>(g);
-  defineOperation<O::kReduce, &P::reduce, Data>(g);
-  defineOperation<O::kAllGather, &P::allGather, Outputs, Input>(g);
-  defineOperation<O::kAllGatherIntoTensor, &P::allGatherIntoTensor, Output, Input>(g);
-  defineOperation<O::kAllGatherIntoTensorUneven, &P::allGatherIntoTensorUneven, Output, Input, Splits>(g);
-  defineOperation<O::kReduceScatter, &P::reduceScatter, Output, Inputs>(g);
-  defineOperation<O::kReduceScatterTensor, &P::reduceScatterTensor, Output, Input>(g);
-  defineOperation<O::kReduceScatterTensorUneven, &P::reduceScatterTensorUneven, Output, Input, Splits>(g);
-  defineOperation<O::kGather, &P::gather, Outputs, Input>(g);
-  defineOperation<O::kGatherIntoTensor, &P::gatherIntoTensor, Output, Input>(g);
-  defineOperation<O::kScatter, &P::scatter, Output, Inputs>(g);
-  defineOperation<O::kScatterTensor, &P::scatterTensor, Output, Input>(g);
-  defineOperation<O::kAllToAll, &P::allToAll, Outputs, Inputs>(g);
-  defineOperation<O::kAllToAllSingle, &P::allToAllSingle, Output, Input, RecvSplits, SendSplits>(g);
-  defineOperation<O::kBarrier, &P::barrier>(g);
-  defineOperation<O::kSend, &P::send, Sent, Dst>(g);
-  defineOperation<O::kRecv, &P::recv, Data, Src>(g);
-  defineOperation<O::kBatchIsendIrecv, &P::batchIsendIrecv, P2POpsArg>(g);
+  forEachOperationMethod([&g]<class Method>() {
+    defineMethod<Method>(g, typename Method::ArgumentKinds{});
+  });
 }
 
 void bindGroup(py::module_& m) {

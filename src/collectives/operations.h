@@ -79,6 +79,10 @@ struct OperationInfo {
   bool reduces = false;       // takes a reduction op
   Root root = Root::kNone;    // takes a root, called src or dst
   bool splitSizes = false;    // takes per-rank split sizes
+  // The split sizes every rank passes alike, as the user names them
+  // ("output_split_sizes"); nullptr where each rank passes its own (the
+  // exchanges', which must match pairwise: exchangesSplits()).
+  const char* splitsName = nullptr;
   bool tagged = false;        // takes a point-to-point tag
   Layout layout = Layout::kNone;
   // Under this name meshcomm-bench measures the operation (nccl-tests'
@@ -88,6 +92,10 @@ struct OperationInfo {
   const char* benchName = nullptr;
 
   constexpr bool rooted() const { return root != Root::kNone; }
+  // Whether each rank passes its own split tables, what it sends to each
+  // rank and expects from each (all_to_all_single): they must match
+  // pairwise, not be equal.
+  constexpr bool exchangesSplits() const { return splitSizes && layout == Layout::kExchanges; }
   // "src" or "dst"; REQUIRES: rooted().
   constexpr const char* rootName() const { return root == Root::kSrc ? "src" : "dst"; }
 };
@@ -111,6 +119,7 @@ inline constexpr std::array kOperations = {
     OperationInfo{.operation = Operation::kAllGatherIntoTensorUneven,
                   .name = "all_gather_into_tensor_uneven",
                   .family = Opcode::kAllGather, .splitSizes = true,
+                  .splitsName = "output_split_sizes",
                   .layout = Layout::kGathers, .benchName = "all_gather_uneven"},
     OperationInfo{.operation = Operation::kReduceScatter, .name = "reduce_scatter",
                   .family = Opcode::kReduceScatter, .reduces = true,
@@ -121,6 +130,7 @@ inline constexpr std::array kOperations = {
     OperationInfo{.operation = Operation::kReduceScatterTensorUneven,
                   .name = "reduce_scatter_tensor_uneven",
                   .family = Opcode::kReduceScatter, .reduces = true, .splitSizes = true,
+                  .splitsName = "input_split_sizes",
                   .layout = Layout::kScatters, .benchName = "reduce_scatter_uneven"},
     OperationInfo{.operation = Operation::kGather, .name = "gather",
                   .family = Opcode::kGather, .root = Root::kDst,
@@ -162,6 +172,16 @@ constexpr bool operationsInEnumOrder() {
   return true;
 }
 static_assert(operationsInEnumOrder(), "kOperations must list the operations in enum order");
+
+// An operation with split sizes either names the ones every rank passes
+// alike or exchanges its own.
+constexpr bool splitSizesDescribed() {
+  for (const auto& info : kOperations) {
+    if (info.splitSizes != (info.splitsName != nullptr || info.exchangesSplits())) return false;
+  }
+  return true;
+}
+static_assert(splitSizesDescribed(), "every operation with split sizes needs a splitsName");
 static_assert(kOperations.back().operation == Operation::kBatchIsendIrecv,
               "kOperations must list every operation");
 

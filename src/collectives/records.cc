@@ -98,9 +98,8 @@ std::string headerDifference(const OperationInfo& info, const int64_t* ra, int a
   const Tables ta = tablesOf(ra), tb = tablesOf(rb);
   if (ta.splitCount != tb.splitCount ||
       std::memcmp(ta.splits, tb.splits, ta.splitCount * sizeof(int64_t)) != 0) {
-    const char* name = info.operation == Operation::kReduceScatterTensorUneven ? "input_split_sizes"
-                                                                              : "output_split_sizes";
-    return pair(name, listOf(ta.splits, ta.splitCount), listOf(tb.splits, tb.splitCount));
+    return pair(info.splitsName, listOf(ta.splits, ta.splitCount),
+                listOf(tb.splits, tb.splitCount));
   }
   if (ra[kCount] != rb[kCount]) {
     return pair("element counts", std::to_string(ra[kCount]), std::to_string(rb[kCount]));
@@ -148,7 +147,7 @@ bool recordsAgree(const OperationInfo& info, std::span<const int64_t* const> rec
       return false;
     }
   }
-  if (info.operation != Operation::kAllToAllSingle) return true;
+  if (!info.exchangesSplits()) return true;
   const size_t p = records.size();
   for (size_t from = 0; from < p; ++from) {
     const Tables f = tablesOf(records[from]);
@@ -168,7 +167,7 @@ void judge(const Comm& comm, const OperationInfo& info, std::span<const int64_t*
   for (size_t r = 1; r < records.size() && why.empty(); ++r) {
     why = headerDifference(info, records[0], 0, records[r], static_cast<int>(r));
   }
-  if (why.empty() && info.operation == Operation::kAllToAllSingle) why = exchangeDifference(records);
+  if (why.empty() && info.exchangesSplits()) why = exchangeDifference(records);
   if (why.empty()) return;
   throw ArgumentsDisagree(comm.context().describe() + ": the ranks are not running the same operation: " +
                           why + " (ranks numbered within the group). Nothing was sent and the group is still usable; "
@@ -178,7 +177,7 @@ void judge(const Comm& comm, const OperationInfo& info, std::span<const int64_t*
 // Whether every rank's recordDigest() says the records agree: all the same,
 // or, for all_to_all_single, a sum of zero.
 bool digestsAgree(const OperationInfo& info, HostCollectives::Digests digests) {
-  if (info.operation == Operation::kAllToAllSingle) {
+  if (info.exchangesSplits()) {
     uint64_t sum = 0;
     for (uint64_t d : digests) sum += d;  // modulo 2^64
     return sum == 0;
@@ -199,7 +198,7 @@ bool digestsAgree(const OperationInfo& info, HostCollectives::Digests digests) {
 // dtype: the sum cancels exactly when what each rank sends another is
 // what that one expects, in the same dtype.
 uint64_t recordDigest(const OperationInfo& info, const CallArguments& a, int rank) {
-  if (info.operation == Operation::kAllToAllSingle) {
+  if (info.exchangesSplits()) {
     // Ranks below 2^28 and the dtype packed in one word, the count in a
     // second: two mixes a term.
     const uint64_t dtype = static_cast<uint64_t>(a.dtype) << 56;

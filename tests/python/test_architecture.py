@@ -2,9 +2,11 @@
 
 A transport kind lives in its folder under src/transport/ plus one line of
 transport/registry.cc; an on-host kind adds a folder under src/host/ plus
-one line of host/registry.cc. That holds only while no other file of the
-library, the binding or the tools names a kind's code: this test lists the
-files that do, so the claim fails here the day it stops being true.
+one line of host/registry.cc. An operation of an existing family is named
+in five files outside its family's folder. Each holds only while no other
+file of the library, the binding or the tools names the kind or the
+operation: these tests list the files that do, so a claim fails here the
+day it stops being true.
 """
 
 import pathlib
@@ -89,3 +91,58 @@ def test_every_environment_variable_is_documented():
     missing = sorted(spelled - documented)
     assert spelled, "found no MESHCOMM_ variable in the sources: the search is broken"
     assert not missing, f"read by meshcomm but missing from docs/configuration.md: {missing}"
+
+
+# The family folder of each wire family (collectives/operations.h, Opcode).
+FAMILY_FOLDERS = {
+    "kAllReduce": "all_reduce", "kBroadcast": "broadcast", "kReduce": "reduce",
+    "kAllGather": "all_gather", "kReduceScatter": "reduce_scatter", "kGather": "gather_scatter",
+    "kScatter": "gather_scatter", "kAllToAll": "all_to_all", "kBarrier": "barrier",
+}
+# The files 'Where to change what' says a new operation adds a line to,
+# beside its Python function.
+OPERATION_FILES = {"src/collectives/operations.h", "src/runtime/operation_methods.h",
+                   "include/meshcomm/process_group.h", "src/runtime/process_group.cc"}
+
+
+def operations():
+    """(enum name, Python name, family) of every operation of the table."""
+    text = (ROOT / "src/collectives/operations.h").read_text()
+    found = re.findall(r'Operation::(k\w+),\s*\.name = "(\w+)",\s*\.family = Opcode::(k\w+)', text)
+    assert len(found) >= 19, found
+    return found
+
+
+def files_naming(enum, name):
+    method = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
+    pattern = re.compile(rf"Operation::{enum}\b|O::{enum}\b|&P::{method}\b|\b{method}\(|"
+                         rf"[\"']{name}[\"']|def {name}\b")
+    found = set()
+    for top in ("src", "include", "python", "tools"):
+        for path in (ROOT / top).rglob("*"):
+            if path.suffix in (".h", ".cc", ".py") and pattern.search(path.read_text(errors="ignore")):
+                found.add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_an_operation_of_a_family_is_named_in_five_files_outside_its_folder():
+    """The forms of a family's operation (all_gather_into_tensor_uneven,
+    scatter_tensor, ...), as a new one would be: besides its folder, only
+    the op list, the method table, the public method (header and one line)
+    and its Python function name it. The torch backend's front, which maps
+    torch's own operations onto these, is apart."""
+    def family_name(family):  # kAllGather -> all_gather
+        return re.sub(r"(?<!^)([A-Z])", r"_\1", family[1:]).lower()
+
+    forms = [(e, n, f) for e, n, f in operations()
+             if f in FAMILY_FOLDERS and n != family_name(f)]
+    assert len(forms) >= 7, forms
+    for enum, name, family in forms:
+        outside = {f for f in files_naming(enum, name)
+                   if not f.startswith(f"src/collectives/{FAMILY_FOLDERS[family]}/")
+                   and not f.startswith(("python/meshcomm/torch/", "python/src/torch/"))}
+        python = {f for f in outside if f.startswith("python/meshcomm/")}
+        assert len(python) == 1, (name, python)
+        assert outside - python == OPERATION_FILES, (
+            f"{name} is named outside its family's folder in {sorted(outside)}; "
+            "docs/ARCHITECTURE.md ('A new operation') says five files")

@@ -1,9 +1,14 @@
 #include "ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <tuple>
+#include <type_traits>
+
+#include "runtime/operation_methods.h"
 
 namespace meshcomm::bench {
 namespace {
@@ -143,40 +148,75 @@ void Slots::fillAll(ValueClass cls, int rank) {
   if (!inPlace_ && recv_.size() > 0) std::memset(recv_.data(), 0, recv_.size());
 }
 
+namespace {
+
+// One argument of kind Kind (runtime/operation_methods.h) for a call on
+// slot buffers `in` and `out`. Lists are the tensors' equal blocks; split
+// sizes are equal; point to point is a ring: send to the next rank,
+// receive from the previous one.
+template <class Kind>
+auto argumentFor(ProcessGroup& group, TensorRef in, TensorRef out, const OpOptions& options) {
+  const int n = group.size();
+  const int r = group.rank();
+  auto blocks = [n](TensorRef t) {
+    std::vector<TensorRef> list(static_cast<size_t>(n), t);
+    const size_t blockBytes = static_cast<size_t>(t.numel / n) * dtypeSize(t.dtype);
+    for (size_t i = 0; i < list.size(); ++i) {
+      list[i].numel = t.numel / n;
+      list[i].data = static_cast<std::byte*>(t.data) + i * blockBytes;
+    }
+    return list;
+  };
+  if constexpr (std::is_same_v<Kind, argument::Data> || std::is_same_v<Kind, argument::Sent> ||
+                std::is_same_v<Kind, argument::Input>) {
+    return in;
+  } else if constexpr (std::is_same_v<Kind, argument::Output>) {
+    return out;
+  } else if constexpr (std::is_same_v<Kind, argument::Outputs>) {
+    return blocks(out);
+  } else if constexpr (std::is_same_v<Kind, argument::Inputs>) {
+    return blocks(in);
+  } else if constexpr (std::is_same_v<Kind, argument::Splits>) {
+    return std::vector<int64_t>(static_cast<size_t>(n), std::max(in.numel, out.numel) / n);
+  } else if constexpr (std::is_same_v<Kind, argument::RecvSplits> ||
+                       std::is_same_v<Kind, argument::SendSplits>) {
+    return std::vector<int64_t>{};
+  } else if constexpr (std::is_same_v<Kind, argument::Dst>) {
+    return (r + 1) % n;
+  } else if constexpr (std::is_same_v<Kind, argument::Src>) {
+    return (r + n - 1) % n;
+  } else {
+    static_assert(std::is_same_v<Kind, argument::P2POps>, "an argument kind the bench cannot make");
+    return std::vector<P2POp>{{P2POp::Kind::kSend, in, (r + 1) % n, options.tag},
+                              {P2POp::Kind::kRecv, out, (r + n - 1) % n, options.tag}};
+  }
+}
+
+template <class Method, class... Kinds>
+WorkPtr call(ProcessGroup& group, [[maybe_unused]] TensorRef in, [[maybe_unused]] TensorRef out,
+             const OpOptions& options, std::tuple<Kinds...>) {
+  return (group.*Method::kPointer)(argumentFor<Kinds>(group, in, out, options)..., options);
+}
+
+using Issuer = WorkPtr (*)(ProcessGroup&, TensorRef, TensorRef, const OpOptions&);
+
+// Each operation's issuer, at its index in the operation table (which
+// operation_methods.h follows), so a timed call costs one indirect call.
+template <size_t... I>
+constexpr std::array<Issuer, sizeof...(I)> issuers(std::index_sequence<I...>) {
+  return {[](ProcessGroup& group, TensorRef in, TensorRef out, const OpOptions& options) {
+    using Method = std::tuple_element_t<I, OperationMethods>;
+    return call<Method>(group, in, out, options, typename Method::ArgumentKinds{});
+  }...};
+}
+constexpr auto kIssuers = issuers(std::make_index_sequence<std::tuple_size_v<OperationMethods>>());
+
+}  // namespace
+
 WorkPtr issue(const CollectiveInfo& info, ProcessGroup& group, const Slots& slots, int slot,
               const OpOptions& options) {
-  TensorRef in = slots.input(slot);
-  TensorRef out = slots.output(slot);
-  switch (info.operation) {
-    case Operation::kAllReduce: return group.allReduce(in, options);
-    case Operation::kBroadcast: return group.broadcast(in, options);
-    case Operation::kReduce: return group.reduce(in, options);
-    case Operation::kAllGatherIntoTensor: return group.allGatherIntoTensor(out, in, options);
-    case Operation::kReduceScatterTensor: return group.reduceScatterTensor(out, in, options);
-    case Operation::kAllGatherIntoTensorUneven:
-      return group.allGatherIntoTensorUneven(out, in, std::vector<int64_t>(group.size(), in.numel),
-                                             options);
-    case Operation::kReduceScatterTensorUneven:
-      return group.reduceScatterTensorUneven(out, in, std::vector<int64_t>(group.size(), out.numel),
-                                             options);
-    case Operation::kAllToAllSingle: return group.allToAllSingle(out, in, {}, {}, options);
-    case Operation::kGatherIntoTensor: return group.gatherIntoTensor(out, in, options);
-    case Operation::kScatterTensor: return group.scatterTensor(out, in, options);
-    case Operation::kBarrier: return group.barrier(options);
-    case Operation::kBatchIsendIrecv: {
-      // A ring: send to the next rank, receive from the previous one.
-      const int n = group.size();
-      const int r = group.rank();
-      std::vector<P2POp> ops = {
-          {P2POp::Kind::kSend, in, (r + 1) % n, options.tag},
-          {P2POp::Kind::kRecv, out, (r + n - 1) % n, options.tag},
-      };
-      return group.batchIsendIrecv(ops, options);
-    }
-    default:
-      break;
-  }
-  return nullptr;
+  return kIssuers[static_cast<size_t>(info.operation)](group, slots.input(slot),
+                                                       slots.output(slot), options);
 }
 
 void prepareCheck(const CollectiveInfo& info, Slots& slots, ValueClass cls, int rank, int root) {

@@ -3,7 +3,8 @@
 // ProcessGroup, and what its outputs must hold afterwards. Which operations
 // it measures, under which names, and their sizes and expected outputs
 // follow from the operation table (collectives/operations.h: benchName,
-// layout, reduces, root); only how each is issued is listed here.
+// layout, reduces, root), and how each is called from its method's
+// argument kinds (runtime/operation_methods.h): no operation is named here.
 //
 // Size conventions, for a requested size S bytes, element size w, n ranks
 // and count = S / w (nccl-tests `getCollByteCount` / `getBw`):

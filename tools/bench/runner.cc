@@ -91,7 +91,8 @@ int64_t calibrate(Loop& loop, ProcessGroup& group, double target) {
 }  // namespace
 
 std::vector<uint64_t> sweepSizes(const Options& o) {
-  if (o.collective->operation == Operation::kBarrier) return {0};
+  // An operation that moves no data has one size.
+  if (operationInfo(o.collective->operation).layout == Layout::kNone) return {0};
   std::vector<uint64_t> sizes;
   uint64_t s = o.minBytes;
   while (s <= o.maxBytes) {
