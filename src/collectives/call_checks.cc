@@ -91,13 +91,6 @@ void CallChecks::unevenShare(const TensorRef& part, const char* partName, const 
   apartOrOwnBlock(part, whole, own, partName, wholeName);
 }
 
-BlockList CallChecks::rootList(const std::vector<TensorRef>& list, const TensorRef& like, int root,
-                               const char* listName, const char* element, const char* other) const {
-  if (site_.rank != root) return {};
-  matchingList(list, like, listName, element, other);
-  return blocksOf(list);
-}
-
 void CallChecks::apartOrOwnBlock(const TensorRef& part, const TensorRef& whole, int64_t ownOffset,
                                  const char* partName, const char* wholeName) const {
   if (!rangesOverlap(part.data, part.bytes(), whole.data, whole.bytes())) return;

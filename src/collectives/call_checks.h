@@ -99,11 +99,6 @@ class CallChecks {
   void unevenShare(const TensorRef& part, const char* partName, const TensorRef& whole,
                    const char* wholeName, const std::vector<int64_t>& splits,
                    const char* splitsName) const;
-  // The blocks of gather's or scatter's per-rank list, named `listName`
-  // with elements `element`, that only the root uses: there, one tensor
-  // per rank, each matching `like` (named `other`); elsewhere none.
-  BlockList rootList(const std::vector<TensorRef>& list, const TensorRef& like, int root,
-                     const char* listName, const char* element, const char* other) const;
   // `part`, one rank's block of a collective whose other buffer is
   // `whole`, must lie apart from `whole` or be exactly this rank's block of
   // it, `ownOffset` elements in (the in-place form). Anything in between

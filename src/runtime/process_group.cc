@@ -114,21 +114,24 @@ WorkPtr ProcessGroup::reduceScatterTensorUneven(TensorRef output, TensorRef inpu
 
 WorkPtr ProcessGroup::gather(const std::vector<TensorRef>& outputs, TensorRef input,
                              const OpOptions& o) {
-  return calls::gather(siteOf(*impl_), outputs, input, o.root, collectiveIssue(*impl_, o));
+  return calls::rootedList<Operation::kGather>(siteOf(*impl_), input, outputs, o.root,
+                                               collectiveIssue(*impl_, o));
 }
 
 WorkPtr ProcessGroup::gatherIntoTensor(TensorRef output, TensorRef input, const OpOptions& o) {
-  return calls::gatherIntoTensor(siteOf(*impl_), output, input, o.root,
-                                 collectiveIssue(*impl_, o));
+  return calls::rootedTensor<Operation::kGatherIntoTensor>(siteOf(*impl_), input, output, o.root,
+                                                           collectiveIssue(*impl_, o));
 }
 
 WorkPtr ProcessGroup::scatter(TensorRef output, const std::vector<TensorRef>& inputs,
                               const OpOptions& o) {
-  return calls::scatter(siteOf(*impl_), output, inputs, o.root, collectiveIssue(*impl_, o));
+  return calls::rootedList<Operation::kScatter>(siteOf(*impl_), output, inputs, o.root,
+                                                collectiveIssue(*impl_, o));
 }
 
 WorkPtr ProcessGroup::scatterTensor(TensorRef output, TensorRef input, const OpOptions& o) {
-  return calls::scatterTensor(siteOf(*impl_), output, input, o.root, collectiveIssue(*impl_, o));
+  return calls::rootedTensor<Operation::kScatterTensor>(siteOf(*impl_), output, input, o.root,
+                                                        collectiveIssue(*impl_, o));
 }
 
 WorkPtr ProcessGroup::allToAll(const std::vector<TensorRef>& outputs,

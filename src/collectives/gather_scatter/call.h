@@ -1,7 +1,9 @@
 // gather's and scatter's public operations as they are issued (the form:
 // all_reduce/call.h), each in a list and a tensor form. The four differ
 // only in which way the data flows and in how the root's blocks are laid
-// out (a list, or one tensor's equal blocks; none away from the root).
+// out (a list, or one tensor's equal blocks; none away from the root):
+// rootedList and rootedTensor, for kGather / kGatherIntoTensor and
+// kScatter / kScatterTensor.
 #pragma once
 
 #include <utility>
@@ -11,19 +13,35 @@
 
 namespace meshcomm::collectives::calls {
 
-// This rank's own block (gather's input, scatter's output) and the root.
-inline void ownBlockAndRoot(const CallChecks& call, TensorRef own, const char* ownName, int root) {
-  call.tensor(own, ownName);
-  call.root(root);
+// The names a gather's or a scatter's arguments go by in its messages.
+struct RootedNames {
+  const char* own;    // this rank's block: gather's input, scatter's output
+  const char* whole;  // the root's tensor form: gather's output, scatter's input
+  const char* list;   // the root's list form
+};
+template <Operation kOp>
+constexpr bool gathers() {
+  return operationInfo(kOp).family == Opcode::kGather;
+}
+template <Operation kOp>
+constexpr RootedNames rootedNames() {
+  return gathers<kOp>() ? RootedNames{"input", "output", "the gather list"}
+                        : RootedNames{"output", "input", "the scatter list"};
 }
 
-// Issues a gather (kGathers) or scatter whose root's blocks are `blocks`.
-template <bool kGathers, class Issue>
-auto issueRooted(const CallChecks& call, TensorRef own, int root, BlockList blocks, Issue&& issue) {
+// Checks this rank's own block and the root, then issues the call with the
+// root's blocks that `rootBlocks(call)` makes (none away from the root).
+template <Operation kOp, class RootBlocks, class Issue>
+auto rooted(const CallSite& site, TensorRef own, int root, RootBlocks&& rootBlocks,
+            Issue&& issue) {
+  CallChecks call(kOp, site);
+  call.tensor(own, rootedNames<kOp>().own);
+  call.root(root);
+  BlockList blocks = site.rank == root ? rootBlocks(call) : BlockList{};
   return issue(call.name(), call.signature(own.dtype, own.numel, root), call.algorithm(),
                [own, root, blocks = std::move(blocks),
                 args = call.arguments(own.dtype, own.numel, ReduceOp::kSum, root)](Comm& c) {
-                 if constexpr (kGathers) {
+                 if constexpr (gathers<kOp>()) {
                    agreeAndGather(c, args, own.data, own.bytes(), blocks, root);
                  } else {
                    agreeAndScatter(c, args, blocks, own.data, own.bytes(), root);
@@ -31,42 +49,29 @@ auto issueRooted(const CallChecks& call, TensorRef own, int root, BlockList bloc
                });
 }
 
-template <class Issue>
-auto gather(const CallSite& site, const std::vector<TensorRef>& outputs, TensorRef input, int root,
-            Issue&& issue) {
-  CallChecks call(Operation::kGather, site);
-  ownBlockAndRoot(call, input, "input", root);
-  BlockList blocks = call.rootList(outputs, input, root, "the gather list", "output", "input");
-  return issueRooted<true>(call, input, root, std::move(blocks), issue);
+// gather and scatter: at the root, one tensor per rank, each like `own`.
+template <Operation kOp, class Issue>
+auto rootedList(const CallSite& site, TensorRef own, const std::vector<TensorRef>& list, int root,
+                Issue&& issue) {
+  constexpr RootedNames kNames = rootedNames<kOp>();
+  return rooted<kOp>(
+      site, own, root,
+      [&](const CallChecks& call) {
+        call.matchingList(list, own, kNames.list, kNames.whole, kNames.own);
+        return blocksOf(list);
+      },
+      issue);
 }
 
-template <class Issue>
-auto gatherIntoTensor(const CallSite& site, TensorRef output, TensorRef input, int root,
-                      Issue&& issue) {
-  CallChecks call(Operation::kGatherIntoTensor, site);
-  ownBlockAndRoot(call, input, "input", root);
-  BlockList blocks;
-  if (site.rank == root) blocks = call.equalBlocks(output, "output", input, "input");
-  return issueRooted<true>(call, input, root, std::move(blocks), issue);
-}
-
-template <class Issue>
-auto scatter(const CallSite& site, TensorRef output, const std::vector<TensorRef>& inputs, int root,
-             Issue&& issue) {
-  CallChecks call(Operation::kScatter, site);
-  ownBlockAndRoot(call, output, "output", root);
-  BlockList blocks = call.rootList(inputs, output, root, "the scatter list", "input", "output");
-  return issueRooted<false>(call, output, root, std::move(blocks), issue);
-}
-
-template <class Issue>
-auto scatterTensor(const CallSite& site, TensorRef output, TensorRef input, int root,
-                   Issue&& issue) {
-  CallChecks call(Operation::kScatterTensor, site);
-  ownBlockAndRoot(call, output, "output", root);
-  BlockList blocks;
-  if (site.rank == root) blocks = call.equalBlocks(input, "input", output, "output");
-  return issueRooted<false>(call, output, root, std::move(blocks), issue);
+// gather_into_tensor and scatter_tensor: at the root, one tensor of a
+// block like `own` per rank.
+template <Operation kOp, class Issue>
+auto rootedTensor(const CallSite& site, TensorRef own, TensorRef whole, int root, Issue&& issue) {
+  constexpr RootedNames kNames = rootedNames<kOp>();
+  auto blocks = [&](const CallChecks& call) {
+    return call.equalBlocks(whole, kNames.whole, own, kNames.own);
+  };
+  return rooted<kOp>(site, own, root, blocks, issue);
 }
 
 }  // namespace meshcomm::collectives::calls
