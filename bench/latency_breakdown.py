@@ -63,6 +63,12 @@ PARTS = [
 ]
 SETUP = "argument checks and call setup"
 BODY = "collective's own work (rounds, messages, copies)"
+# Functions of the collectives layer that set a call up rather than run it:
+# a family's call.h functions (not the bodies they hand on, which are
+# lambdas inside them) and the argument checks.
+_SETUP_IN_COLLECTIVES = re.compile(
+    r"collectives::calls::(?!.*\{lambda\(meshcomm::Comm&\))|collectives::CallChecks::|"
+    r"collectives::(blocksOf|splitsDigest)\(")
 
 _EDGE = re.compile(r"^\s*([\d,]+)\s+\([ \d.]+%\)\s+([*<>])\s+(.*?)(?:\s+\(([\d,]+)x\))?(?:\s+\[[^\]]*\])?\s*$")
 
@@ -134,7 +140,12 @@ def breakdown(graph, entry):
         # A function called from several places: this caller's share of it.
         scale = min(1.0, cost / graph.incl[fn])
         below = 0
-        here = BODY if re.search(r"collectives::", fn) else inherited
+        if _SETUP_IN_COLLECTIVES.search(fn):
+            here = SETUP
+        elif re.search(r"collectives::", fn):
+            here = BODY
+        else:
+            here = inherited
         for callee, c, _ in graph.callees[fn]:
             below += c
             walk(callee, c * scale, here, path | {fn})
