@@ -37,8 +37,6 @@ class CallChecks {
   CallChecks(const char* name, const CallSite& site) : name_(name), site_(site) {}
 
   const char* name() const { return name_; }
-  int size() const { return site_.size; }
-  int rank() const { return site_.rank; }
 
   // What ranks must agree on beyond the signature (agreement.h).
   // REQUIRES (here, in signature() and root()): made from an Operation.
