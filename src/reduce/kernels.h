@@ -56,6 +56,8 @@ namespace {
 
 constexpr size_t kBlockBytes = 8192;
 constexpr size_t kChunk = 64;
+// Up to this many bytes of output, reduceDirect skips its blocks.
+constexpr size_t kFewBytes = 64;
 // float32 accumulator block for the 16-bit types (three such buffers live on
 // the stack: 12 KiB).
 constexpr size_t kHalfBlock = 1024;
@@ -188,6 +190,17 @@ void accumulate2(T* __restrict__ acc, const T* __restrict__ b, const T* __restri
 template <typename F, typename T>
 void reduceDirect(T* out, const void* const* inputs, size_t numInputs, size_t count) {
   auto in = [inputs](size_t k) { return static_cast<const T*>(inputs[k]); };
+  // A cache line or less (the inline round of a small all_reduce): one
+  // pass, without the blocks' set-up, combining the inputs in the same
+  // order they do (left to right), so every path rounds alike.
+  if (count * sizeof(T) <= kFewBytes) {
+    for (size_t i = 0; i < count; ++i) {
+      T acc = F::apply(in(0)[i], in(1)[i]);
+      for (size_t k = 2; k < numInputs; ++k) acc = F::apply(acc, in(k)[i]);
+      out[i] = acc;
+    }
+    return;
+  }
   const bool inPlace = out == in(0);
   constexpr size_t kBlock = kBlockBytes / sizeof(T);
   for (size_t start = 0; start < count; start += kBlock) {

@@ -13,10 +13,6 @@
 #include <sstream>
 #include <thread>
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
-
 #include "collectives/tuning.h"
 #include "common/env.h"
 #include "common/socket.h"
@@ -207,12 +203,12 @@ const TickBase& tickBase() {
 
 }  // namespace
 
-int64_t FlightRecorder::now() {
-#if defined(__x86_64__)
-  if (tickBase().tsc) return static_cast<int64_t>(__rdtsc());
-#endif
-  return steadyNs();
+int64_t FlightRecorder::firstNow() {
+  clock_.store(tickBase().tsc ? 1 : -1, std::memory_order_relaxed);
+  return now();
 }
+
+int64_t FlightRecorder::steadyNanoseconds() { return steadyNs(); }
 
 double FlightRecorder::nanosecondsPerTick() {
   const TickBase& b = tickBase();
@@ -334,7 +330,7 @@ void FlightRecorder::describePointToPoint(uint64_t id, uint8_t dtype, uint64_t c
 
 void FlightRecorder::finish(uint64_t id, OpState state, uint8_t algorithm, uint8_t transport,
                             int64_t nowTicks, const char* error) {
-  if (error != nullptr) keepError(id, error);
+  if (error != nullptr) [[unlikely]] keepError(id, error);
   Slot& s = slotOf(id);
   const uint64_t v = lock(s);
   if (s.id.load(kRelaxed) == id) {

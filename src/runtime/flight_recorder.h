@@ -28,6 +28,10 @@
 
 #include "common/mutex.h"
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 namespace meshcomm {
 
 enum class OpState : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
@@ -95,8 +99,15 @@ class FlightRecorder {
   // The clock of every record, in ticks: the CPU's time-stamp counter
   // where the kernel uses it as its clock source (reading it costs a
   // fraction of clock_gettime, on every operation), else monotonic
-  // nanoseconds.
-  static int64_t now();
+  // nanoseconds. Inline: every operation reads it twice.
+  static int64_t now() {
+#if defined(__x86_64__)
+    const int8_t clock = clock_.load(std::memory_order_relaxed);
+    if (clock > 0) [[likely]] return static_cast<int64_t>(__rdtsc());
+    if (clock == 0) return firstNow();
+#endif
+    return steadyNanoseconds();
+  }
   // Nanoseconds per tick, measured over the process's life so far.
   static double nanosecondsPerTick();
   // A tick count as monotonic nanoseconds (steady_clock's epoch).
@@ -105,6 +116,12 @@ class FlightRecorder {
  private:
   struct Slot;
   struct Snapshot;
+
+  // now()'s first call: finds out which clock to use.
+  static int64_t firstNow();
+  static int64_t steadyNanoseconds();
+  // 1: the time-stamp counter, -1: steady_clock, 0: not known yet.
+  static inline std::atomic<int8_t> clock_{0};
   explicit FlightRecorder(size_t capacity);
   ~FlightRecorder() = delete;  // lives as long as the process
 

@@ -79,14 +79,18 @@ std::exception_ptr withNote(const std::exception_ptr& error, const std::string& 
 }  // namespace
 
 TracedGroup::TracedGroup(const std::string& name, int rank, const std::vector<int>& worldRanks)
-    : name_(name), worldRank_(worldRanks.empty() ? -1 : worldRanks[static_cast<size_t>(rank)]) {
-  if (!OpTrace::enabled()) return;
+    : recorder_(FlightRecorder::instance()),
+      traced_(OpTrace::enabled()),
+      logsCalls_(traceCalls()),
+      name_(name),
+      worldRank_(worldRanks.empty() ? -1 : worldRanks[static_cast<size_t>(rank)]) {
+  if (!traced_) return;
   index_ = FlightRecorder::registerGroup(name, rank, worldRanks);
   DumpOnSignal::hold();
 }
 
 TracedGroup::~TracedGroup() {
-  if (OpTrace::enabled()) DumpOnSignal::release();
+  if (traced_) DumpOnSignal::release();
 }
 
 bool OpTrace::enabled() {
@@ -121,7 +125,7 @@ OpTrace OpTrace::begin(TracedGroup& group, uint64_t issued, const char* op, uint
   t.op_ = op;
   t.seq_ = seq;
   t.startTicks_ = FlightRecorder::now();
-  if (FlightRecorder* recorder = FlightRecorder::instance()) {
+  if (FlightRecorder* recorder = group.recorder()) {
     if (issued != 0) {
       recorder->start(issued, seq, t.startTicks_);
       t.id_ = issued;
@@ -134,9 +138,8 @@ OpTrace OpTrace::begin(TracedGroup& group, uint64_t issued, const char* op, uint
   return t;
 }
 
-OpTrace OpTrace::collective(TracedGroup& group, uint64_t issued, const char* op,
-                            const MessageSignature& sig, uint64_t seq, Route route) {
-  if (!enabled()) return OpTrace();
+OpTrace OpTrace::startCollective(TracedGroup& group, uint64_t issued, const char* op,
+                                 const MessageSignature& sig, uint64_t seq, Route route) {
   FlightRecorder::Issue what;
   what.dtype = sig.dtype;
   what.count = sig.opCount;
@@ -149,7 +152,7 @@ OpTrace OpTrace::collective(TracedGroup& group, uint64_t issued, const char* op,
 
 OpTrace OpTrace::pointToPoint(TracedGroup& group, uint64_t issued, const char* op,
                               uint64_t seq) {
-  if (!enabled()) return OpTrace();
+  if (!group.traced()) return OpTrace();
   FlightRecorder::Issue what;
   what.pointToPoint = true;
   return begin(group, issued, op, seq, what);
@@ -177,10 +180,6 @@ void OpTrace::posted(const std::vector<RequestPtr>& requests, const Placement& p
   }
 }
 
-void OpTrace::completed(Algorithm algorithm) {
-  if (group_ != nullptr) finish(true, algorithm, nullptr);
-}
-
 std::exception_ptr OpTrace::failed(const std::exception_ptr& error, Algorithm algorithm) {
   if (group_ == nullptr) return error;
   const std::string message = errorMessageOf(error);
@@ -205,10 +204,10 @@ std::exception_ptr OpTrace::failed(const std::exception_ptr& error, Algorithm al
 void OpTrace::finish(bool ok, Algorithm algorithm, const char* error) {
   const int64_t endTicks = FlightRecorder::now();
   if (id_ != 0) {
-    FlightRecorder::instance()->finish(id_, ok ? OpState::kCompleted : OpState::kFailed,
+    group_->recorder()->finish(id_, ok ? OpState::kCompleted : OpState::kFailed,
                                        algorithmCode(algorithm), transport_, endTicks, error);
   }
-  if (traceCalls()) {
+  if (group_->logsCalls()) {
     char us[32];
     std::snprintf(us, sizeof(us), "%.1f",
                   static_cast<double>(endTicks - startTicks_) * FlightRecorder::nanosecondsPerTick() / 1000.0);

@@ -35,6 +35,12 @@ class TracedGroup {
   TracedGroup& operator=(const TracedGroup&) = delete;
 
   uint32_t index() const { return index_; }
+  // Whether its operations are recorded or traced at all (OpTrace::enabled()).
+  bool traced() const { return traced_; }
+  // The flight recorder, null when it is off.
+  FlightRecorder* recorder() const { return recorder_; }
+  // Whether each operation logs a line (MESHCOMM_LOG=coll).
+  bool logsCalls() const { return logsCalls_; }
   const std::string& name() const { return name_; }
   int worldRank() const { return worldRank_; }
   // True the first time only: the group's first failure writes the flight
@@ -43,6 +49,10 @@ class TracedGroup {
 
  private:
   std::atomic<bool> failed_{false};
+  // Read once, here, so that an operation asks no function-local static.
+  FlightRecorder* const recorder_;
+  const bool traced_;
+  const bool logsCalls_;
   uint32_t index_ = 0;
   std::string name_;
   int worldRank_ = -1;
@@ -60,7 +70,10 @@ class OpTrace {
   // A collective starting as its group's `seq`-th; `issued` is what
   // enqueued() returned, or 0 when it starts as it is issued.
   static OpTrace collective(TracedGroup& group, uint64_t issued, const char* op,
-                            const MessageSignature& sig, uint64_t seq, Route route);
+                            const MessageSignature& sig, uint64_t seq, Route route) {
+    if (!group.traced()) return OpTrace();
+    return startCollective(group, issued, op, sig, seq, route);
+  }
   // A point-to-point operation starting as its group's `seq`-th.
   static OpTrace pointToPoint(TracedGroup& group, uint64_t issued, const char* op,
                               uint64_t seq);
@@ -69,7 +82,9 @@ class OpTrace {
               bool hostDomain, int rank);
 
   // `algorithm`: a collective's (Comm::algorithm()), else kAuto.
-  void completed(Algorithm algorithm = Algorithm::kAuto);
+  void completed(Algorithm algorithm = Algorithm::kAuto) {
+    if (group_ != nullptr) finish(true, algorithm, nullptr);
+  }
   // Records the failure and, at the group's first, writes the flight
   // recorder; returns `error` with the file it wrote appended to its
   // message (or `error` itself).
@@ -79,6 +94,8 @@ class OpTrace {
   // What collective() and pointToPoint() share: the trace starts now, and
   // the recorder starts the record the call queued (`issued`), or issues
   // `what` as a record already started.
+  static OpTrace startCollective(TracedGroup& group, uint64_t issued, const char* op,
+                                 const MessageSignature& sig, uint64_t seq, Route route);
   static OpTrace begin(TracedGroup& group, uint64_t issued, const char* op, uint64_t seq,
                        FlightRecorder::Issue what);
   void finish(bool ok, Algorithm algorithm, const char* error);
