@@ -38,15 +38,17 @@ class CAPABILITY("mutex") Mutex {
   std::mutex mu_;
 };
 
-// Holds a Mutex for its scope; unlock() lets go of it earlier.
-class SCOPED_CAPABILITY MutexLock {
+// Holds a Mutex (or another lock with lock() and unlock(), such as
+// FutexMutex) for its scope; unlock() lets go of it earlier.
+template <class M>
+class SCOPED_CAPABILITY ScopedLock {
  public:
-  explicit MutexLock(Mutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
-  ~MutexLock() RELEASE() {
+  explicit ScopedLock(M& mu) ACQUIRE(mu) : mu_(mu) { mu_.lock(); }
+  ~ScopedLock() RELEASE() {
     if (held_) mu_.unlock();
   }
-  MutexLock(const MutexLock&) = delete;
-  MutexLock& operator=(const MutexLock&) = delete;
+  ScopedLock(const ScopedLock&) = delete;
+  ScopedLock& operator=(const ScopedLock&) = delete;
 
   // Releases the mutex before the end of the scope. Call at most once.
   void unlock() RELEASE() {
@@ -55,9 +57,10 @@ class SCOPED_CAPABILITY MutexLock {
   }
 
  private:
-  Mutex& mu_;
+  M& mu_;
   bool held_ = true;
 };
+using MutexLock = ScopedLock<Mutex>;
 
 // A condition variable whose waits name the Mutex they release, so the
 // analysis knows the caller holds it. Waits may wake spuriously: callers

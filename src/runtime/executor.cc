@@ -40,7 +40,7 @@ void Executor::close() {
   }
   wake();
   thread_.join();
-  MutexLock engine(engineMu_);
+  ScopedLock engine(engineMu_);
   for (auto& f : inFlight_) {
     auto error = std::make_exception_ptr(
         Aborted(f.work->description() + ": the group was destroyed before it completed"));
@@ -122,7 +122,7 @@ void Executor::abort(const std::string& message,
   // wake-up cuts its sleep short, then it lets go of the engine.
   abortsWaiting_.fetch_add(1);
   wake();
-  MutexLock engine(engineMu_);
+  ScopedLock engine(engineMu_);
   abortsWaiting_.fetch_sub(1);
   if (!transport_.brokenError()) {
     breakTransport(std::make_exception_ptr(Aborted(abortToken_.message())));
@@ -198,7 +198,7 @@ uint32_t Executor::claimFront(Task& task) {
 
 void Executor::runClaimed(Task& task) {
   {
-    MutexLock engine(engineMu_);
+    ScopedLock engine(engineMu_);
     setThreadAbortToken(&abortToken_);
     run(task);
     reapInFlight();
@@ -326,7 +326,7 @@ void Executor::loop() {
       std::this_thread::yield();
       continue;
     }
-    MutexLock engine(engineMu_);
+    ScopedLock engine(engineMu_);
     transport_.progress(kBackgroundSlice, wakeFd_.get());
     reapInFlight();
     noteBroken();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/fd.h"
+#include "common/futex_mutex.h"
 #include "common/interrupt.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
@@ -102,7 +103,7 @@ class Executor {
 
   // The engine lock, for annotating state that only the thread driving
   // this executor's transport touches (GUARDED_BY(executor->engine())).
-  const Mutex& engine() const RETURN_CAPABILITY(engineMu_) { return engineMu_; }
+  const FutexMutex& engine() const RETURN_CAPABILITY(engineMu_) { return engineMu_; }
   // States, for the analysis, that the caller holds the engine lock: a
   // Body calls it, since the analysis cannot follow submit() into the
   // body's run. Checks nothing at run time.
@@ -176,7 +177,7 @@ class Executor {
   std::atomic<int> abortsWaiting_{0};
 
   // Held by the one thread driving transport_. Taken before mu_.
-  Mutex engineMu_ ACQUIRED_BEFORE(mu_);
+  FutexMutex engineMu_ ACQUIRED_BEFORE(mu_);
   const std::shared_ptr<RunHere> runHere_;
   std::vector<InFlight> inFlight_ GUARDED_BY(engineMu_);
   std::thread thread_;
