@@ -191,7 +191,7 @@ void agreeAndAllGather(Comm& comm, const CallArguments& args, const void* input,
 }
 
 void agreeAndReduceScatter(Comm& comm, const CallArguments& args, const void* input,
-                           const std::vector<size_t>& blockCounts, void* output, DType dtype, ReduceOp op) {
+                           std::span<const size_t> blockCounts, void* output, DType dtype, ReduceOp op) {
   agreeThen(
       comm, args,
       [&](const HostCollectives::Agreement* a, const HostCall& call) {

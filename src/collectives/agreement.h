@@ -116,7 +116,7 @@ void agreeAndScatter(Comm& comm, const CallArguments& args, std::span<const Bloc
 void agreeAndAllGather(Comm& comm, const CallArguments& args, const void* input, size_t inputBytes,
                        std::span<const Block> outputs);
 void agreeAndReduceScatter(Comm& comm, const CallArguments& args, const void* input,
-                           const std::vector<size_t>& blockCounts, void* output, DType dtype, ReduceOp op);
+                           std::span<const size_t> blockCounts, void* output, DType dtype, ReduceOp op);
 
 // all_to_all_single: agree() and the exchange, in as few rounds as the
 // route allows. On one host the records ride the first round of the

@@ -46,9 +46,15 @@ inline std::vector<size_t> evenSplit(size_t count, int parts) {
   return out;
 }
 
-// Exclusive prefix sums: offsets[i] = sum of counts[0..i).
-inline std::vector<size_t> offsetsOf(const std::vector<size_t>& counts) {
-  std::vector<size_t> out(counts.size() + 1, 0);
+// Element counts, one per rank: a small group's take no allocation.
+using BlockCounts = InlineList<size_t, 8>;
+// Where each block starts, and the total last (one more than the blocks).
+using BlockOffsets = InlineList<size_t, 9>;
+
+// Exclusive prefix sums: offsets[i] = sum of counts[0..i), i up to
+// counts.size() (the total).
+inline BlockOffsets offsetsOf(std::span<const size_t> counts) {
+  BlockOffsets out(counts.size() + 1);
   for (size_t i = 0; i < counts.size(); ++i) out[i + 1] = out[i] + counts[i];
   return out;
 }

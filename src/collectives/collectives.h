@@ -63,7 +63,7 @@ void allGather(Comm& comm, const void* input, size_t inputBytes, std::span<const
 // reduce_scatter/: input holds one block per rank (blockCounts[r]
 // elements, in rank order); output (blockCounts[rank] elements) receives op
 // over all ranks of their block `rank`. The input is not modified.
-void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
+void reduceScatter(Comm& comm, const void* input, std::span<const size_t> blockCounts,
                    void* output, DType dtype, ReduceOp op);
 
 // gather_scatter/: gather to / scatter from the root.

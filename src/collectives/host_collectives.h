@@ -71,7 +71,7 @@ class HostCollectives {
   virtual void allGather(const HostCall& call, const void* input, size_t inputBytes,
                          std::span<const Block> outputs, const Agreement* agreement) const = 0;
   virtual void reduceScatter(const HostCall& call, const void* input,
-                             const std::vector<size_t>& blockCounts, void* output, DType dtype,
+                             std::span<const size_t> blockCounts, void* output, DType dtype,
                              ReduceOp op, const Agreement* agreement) const = 0;
   // `agreement`: as broadcast's.
   virtual void gather(const HostCall& call, const void* input, size_t inputBytes,

@@ -40,6 +40,7 @@ class InlineList {
   const T* data() const { return size_ > N ? heap_.data() : inline_.data(); }
   T& operator[](size_t i) { return data()[i]; }
   const T& operator[](size_t i) const { return data()[i]; }
+  const T& back() const { return data()[size_ - 1]; }
   T* begin() { return data(); }
   T* end() { return data() + size_; }
   const T* begin() const { return data(); }

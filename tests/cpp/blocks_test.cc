@@ -77,7 +77,8 @@ TEST(Blocks, EvenSplitGivesTheRemainderToTheFirstBlocks) {
   const std::vector<size_t> split = evenSplit(10, 4);
   EXPECT_EQ(split, (std::vector<size_t>{3, 3, 2, 2}));
   EXPECT_EQ(std::accumulate(split.begin(), split.end(), size_t{0}), 10u);
-  EXPECT_EQ(offsetsOf(split), (std::vector<size_t>{0, 3, 6, 8, 10}));
+  const BlockOffsets offsets = offsetsOf(split);
+  EXPECT_EQ(std::vector<size_t>(offsets.begin(), offsets.end()), (std::vector<size_t>{0, 3, 6, 8, 10}));
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ void halvingDoubling(Comm& comm, uint8_t* data, size_t count, DType dtype, Reduc
   if (fold.vr >= 0) {
     const int vr = fold.vr;
     const std::vector<size_t> counts = evenSplit(count, fold.p2);
-    const std::vector<size_t> offs = offsetsOf(counts);
+    const BlockOffsets offs = offsetsOf(counts);
     auto at = [&](int block) { return offs[static_cast<size_t>(block)] * es; };
     auto length = [&](int from, int to) { return (offs[static_cast<size_t>(to)] -
                                                   offs[static_cast<size_t>(from)]); };
@@ -185,7 +185,7 @@ void ring(Comm& comm, uint8_t* data, size_t count, DType dtype, ReduceOp op) {
   const int r = comm.rank();
   const size_t es = dtypeSize(dtype);
   const std::vector<size_t> counts = evenSplit(count, p);
-  const std::vector<size_t> offs = offsetsOf(counts);
+  const BlockOffsets offs = offsetsOf(counts);
   const int right = wrap(r, 1, p);
   const int left = wrap(r, -1, p);
   const size_t maxSeg = counts[0];

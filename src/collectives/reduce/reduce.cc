@@ -50,7 +50,7 @@ void reduceScatterGather(Comm& comm, uint8_t* data, size_t count, DType dtype, R
   const int r = comm.rank();
   const size_t es = dtypeSize(dtype);
   const std::vector<size_t> counts = evenSplit(count, p);
-  const std::vector<size_t> offs = offsetsOf(counts);
+  const BlockOffsets offs = offsetsOf(counts);
   const size_t mineBytes = counts[static_cast<size_t>(r)] * es;
   uint8_t* mine = comm.scratch(Scratch::kOwnBlock, mineBytes);
   reduceScatter(comm, data, counts, mine, dtype, op);

@@ -29,7 +29,7 @@ auto reduceScatter(const CallSite& site, TensorRef output, const std::vector<Ten
                      std::memcpy(packed + i * output.bytes(), inputs[i].data, output.bytes());
                    }
                  }
-                 std::vector<size_t> counts(inputs.size(), static_cast<size_t>(output.numel));
+                 const BlockCounts counts(inputs.size(), static_cast<size_t>(output.numel));
                  collectives::reduceScatter(c, packed, counts, output.data, output.dtype, op);
                });
 }
@@ -42,7 +42,7 @@ auto reduceScatterTensor(const CallSite& site, TensorRef output, TensorRef input
   call.equalShape(input, "input", output, "output");
   call.reduceOp(op, output.dtype);
   call.apartOrOwnBlock(output, input, output.numel * site.rank, "output", "input");
-  std::vector<size_t> counts(static_cast<size_t>(site.size), static_cast<size_t>(output.numel));
+  BlockCounts counts(static_cast<size_t>(site.size), static_cast<size_t>(output.numel));
   return issue(call.name(), call.signature(output.dtype, output.numel, 0, op),
                call.algorithm(input.bytes()),
                [output, input, counts = std::move(counts), op](Comm& c) {
@@ -58,7 +58,8 @@ auto reduceScatterTensorUneven(const CallSite& site, TensorRef output, TensorRef
   CallChecks call(Operation::kReduceScatterTensorUneven, site);
   call.unevenShare(output, "output", input, "input", counts, "input_split_sizes");
   call.reduceOp(op, output.dtype);
-  std::vector<size_t> sizes(counts.begin(), counts.end());
+  BlockCounts sizes(counts.size());
+  std::copy(counts.begin(), counts.end(), sizes.begin());
   const auto total = static_cast<uint64_t>(input.numel);
   CallArguments args = call.arguments(output.dtype, total, op, -1);
   args.splits = Counts(counts);

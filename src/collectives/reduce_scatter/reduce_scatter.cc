@@ -40,12 +40,12 @@ namespace {
 // by then this rank's partners (each after its own earlier exchanges
 // passed their signature checks) have checked signatures with every rank of
 // the butterfly, so ranks that disagree fail with every output as it was.
-void recursiveHalving(Comm& comm, const uint8_t* in, const std::vector<size_t>& blockCounts,
+void recursiveHalving(Comm& comm, const uint8_t* in, std::span<const size_t> blockCounts,
                       uint8_t* out, DType dtype, ReduceOp op) {
   const int p = comm.size();
   const int r = comm.rank();
   const size_t es = dtypeSize(dtype);
-  const std::vector<size_t> offs = offsetsOf(blockCounts);  // P + 1: the total last
+  const BlockOffsets offs = offsetsOf(blockCounts);  // P + 1: the total last
   const size_t total = offs.back();
   auto at = [&](int block) { return offs[static_cast<size_t>(block)] * es; };
   auto length = [&](int from, int to) { return offs[static_cast<size_t>(to)] - offs[static_cast<size_t>(from)]; };
@@ -75,12 +75,12 @@ void recursiveHalving(Comm& comm, const uint8_t* in, const std::vector<size_t>& 
 }
 
 // The ring: see the top of the file.
-void ring(Comm& comm, const uint8_t* in, const std::vector<size_t>& blockCounts, uint8_t* out,
+void ring(Comm& comm, const uint8_t* in, std::span<const size_t> blockCounts, uint8_t* out,
           DType dtype, ReduceOp op) {
   const int p = comm.size();
   const int r = comm.rank();
   const size_t es = dtypeSize(dtype);
-  const std::vector<size_t> offs = offsetsOf(blockCounts);
+  const BlockOffsets offs = offsetsOf(blockCounts);
   const int right = wrap(r, 1, p);
   const int left = wrap(r, -1, p);
   const size_t maxBlock = *std::max_element(blockCounts.begin(), blockCounts.end());
@@ -118,7 +118,7 @@ void ring(Comm& comm, const uint8_t* in, const std::vector<size_t>& blockCounts,
 
 }  // namespace
 
-void reduceScatter(Comm& comm, const void* input, const std::vector<size_t>& blockCounts,
+void reduceScatter(Comm& comm, const void* input, std::span<const size_t> blockCounts,
                    void* output, DType dtype, ReduceOp op) {
   if (comm.algorithm() == Algorithm::kOnHost) {
     comm.host().reduceScatter(comm.hostCall(), input, blockCounts, output, dtype, op, nullptr);

@@ -13,7 +13,7 @@ namespace {
 // reduce_scatter of at most kInlineBytes in all: the whole input travels in
 // the flag line. Reducing this rank's part from a private copy (see
 // reduceInlineLines) also keeps an in-place output from aliasing an input.
-void inlineReduceScatter(ShmOp& op, const uint8_t* in, const std::vector<size_t>& offs,
+void inlineReduceScatter(ShmOp& op, const uint8_t* in, const BlockOffsets& offs,
                          void* output, DType dtype, ReduceOp rop,
                          const HostCollectives::Agreement* agreement) {
   const size_t es = dtypeSize(dtype);
@@ -32,13 +32,13 @@ void inlineReduceScatter(ShmOp& op, const uint8_t* in, const std::vector<size_t>
 // With records, the output is written only after they are judged: the
 // first round publishes them with the first pieces and reduces nothing
 // before every rank's is in.
-void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& blockCounts,
+void reduceScatter(ShmOp& op, const void* input, std::span<const size_t> blockCounts,
                    void* output, DType dtype, ReduceOp rop, const HostCollectives::Agreement* agreement) {
   const auto* in = static_cast<const uint8_t*>(input);
   const size_t es = dtypeSize(dtype);
   const int p = op.size();
   const int me = op.rank();
-  const std::vector<size_t> offs = offsetsOf(blockCounts);
+  const BlockOffsets offs = offsetsOf(blockCounts);
   if (fitsInline(offs.back() * es)) {
     inlineReduceScatter(op, in, offs, output, dtype, rop, agreement);
     return;

@@ -34,7 +34,7 @@ class ShmCollectives final : public HostCollectives {
     ShmOp rounds = roundsOf(call);
     shm::allGather(rounds, input, inputBytes, outputs, agreement);
   }
-  void reduceScatter(const HostCall& call, const void* input, const std::vector<size_t>& blockCounts,
+  void reduceScatter(const HostCall& call, const void* input, std::span<const size_t> blockCounts,
                      void* output, DType dtype, ReduceOp op, const Agreement* agreement) const override {
     ShmOp rounds = roundsOf(call);
     shm::reduceScatter(rounds, input, blockCounts, output, dtype, op, agreement);

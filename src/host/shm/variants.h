@@ -70,7 +70,7 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const 
 // reduce_scatter.cc: every rank publishes a chunk of every block per round, in the
 // block's region of its slot, and reduces its own block out of every slot.
 // `agreement`: as allGather's.
-void reduceScatter(ShmOp& op, const void* input, const std::vector<size_t>& blockCounts,
+void reduceScatter(ShmOp& op, const void* input, std::span<const size_t> blockCounts,
                    void* output, DType dtype, ReduceOp rop,
                    const HostCollectives::Agreement* agreement = nullptr);
 
