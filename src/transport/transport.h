@@ -99,12 +99,17 @@ struct OpContext {
   // wait that reads it (Deadline::afterFirstUse).
   Deadline deadline;
   std::string describe() const {
-    std::string out = op;
+    std::string out;
+    describeInto(out);
+    return out;
+  }
+  // describe(), into `out` (whose buffer is reused).
+  void describeInto(std::string& out) const {
+    out = op;
     out += " #";
     out += std::to_string(seq);
     out += " on group ";
     out += group;
-    return out;
   }
 };
 

@@ -23,11 +23,18 @@ namespace meshcomm {
 struct TcpTransport::Pair {
   enum class State { kIdle, kAwaitingDial, kConnected, kClosed };
 
-  Pair(int peerRank, std::string peerName, const Inbox::Describe& describe,
+  Pair(int peerRank, const std::string& peerName, const Inbox::Describe& describe,
        ReceiveMatcher& matcher)
-      : peer(peerRank), inbox(peerRank, std::move(peerName), describe, matcher) {}
+      : peer(peerRank),
+        sendingTo("sending to " + peerName),
+        receivingFrom("receiving from " + peerName),
+        inbox(peerRank, peerName, describe, matcher) {}
 
   int peer;
+  // What a failure while posting to or from this peer says the rank was
+  // doing: made once, since every post passes one along.
+  const std::string sendingTo;
+  const std::string receivingFrom;
   State state = State::kIdle;
   Fd fd;
   // Outgoing messages in post order; the front one may be half written.

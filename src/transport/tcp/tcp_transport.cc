@@ -93,7 +93,7 @@ RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature
   try {
     ensureConnection(p);
     if (p.state == Pair::State::kClosed) {
-      peerLost(p, "it closed the connection", "sending to " + describePeer(peer));
+      peerLost(p, "it closed the connection", p.sendingTo);
     }
     Pair::Outgoing out{r, wire::Header(), 0};
     out.header.kind = static_cast<uint8_t>(wire::Kind::kData);
@@ -109,7 +109,7 @@ RequestPtr TcpTransport::postSend(int peer, uint64_t tag, const MessageSignature
     // before the peer even waits for it. Held sends wait for
     // releaseSends(), which writes each peer's queue at once.
     if (!holdingSends_ && p.sends.size() == 1 && p.state == Pair::State::kConnected) {
-      progressSend(p, "sending to " + describePeer(peer));
+      progressSend(p, p.sendingTo);
     }
   } catch (...) {
     failWith(std::current_exception());
@@ -126,7 +126,7 @@ void TcpTransport::releaseSends() {
   try {
     for (auto& slot : pairs_) {
       if (slot && slot->state == Pair::State::kConnected && !slot->sends.empty()) {
-        progressSend(*slot, "sending to " + describePeer(slot->peer));
+        progressSend(*slot, slot->sendingTo);
       }
     }
   } catch (...) {
@@ -141,11 +141,11 @@ RequestPtr TcpTransport::postRecv(int peer, uint64_t tag, const MessageSignature
   RequestPtr r = makeRequest(false, peer, tag, sig, data, bytes);
   try {
     ensureConnection(p);
-    p.inbox.post(r, "receiving from " + describePeer(peer));
+    p.inbox.post(r, p.receivingFrom);
     // A peer that closed its connection can still have left messages here
     // (matched above), but it will send nothing more.
     if (p.state == Pair::State::kClosed && !r->done()) {
-      peerLost(p, "it closed the connection", "receiving from " + describePeer(peer));
+      peerLost(p, "it closed the connection", p.receivingFrom);
     }
   } catch (...) {
     failWith(std::current_exception());
@@ -419,7 +419,9 @@ bool TcpTransport::tryConnections(const std::string& during) {
 
 void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
   if (broken_) throwBroken();
-  const std::string during = ctx.describe();
+  // Into a buffer the transport keeps, so that a wait allocates nothing.
+  ctx.describeInto(waitDuring_);
+  const std::string& during = waitDuring_;
   try {
     auto start = Deadline::Clock::now();
     auto spinUntil = start + options_.spin;
@@ -485,7 +487,7 @@ void TcpTransport::progress(std::chrono::milliseconds budget, int interruptFd) {
   if (broken_) return;
   try {
     auto until = Deadline::after(budget);
-    const std::string during = "background progress on group " + options_.groupName;
+    const std::string& during = backgroundDuring_;
     for (auto& slot : pairs_) {
       if (!slot || slot->state != Pair::State::kConnected) continue;
       if (!slot->sends.empty()) progressSend(*slot, during);

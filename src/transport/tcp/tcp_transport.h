@@ -136,6 +136,10 @@ class TcpTransport final : public Transport {
   // The last poll(2) reported events on some descriptor.
   bool pollSawEvents_ = false;
   std::exception_ptr broken_;
+  // What the current wait() is for (its failures name it), and what
+  // progress() says it was doing: kept, so that neither allocates.
+  std::string waitDuring_;
+  const std::string backgroundDuring_ = "background progress on group " + options_.groupName;
 };
 
 }  // namespace meshcomm
