@@ -97,7 +97,8 @@ void RoutedTransport::wait(std::span<const RequestPtr> requests, const OpContext
     if (othersIdle) return links_[link]->wait(requests, ctx);
   }
 
-  const std::string during = ctx.describe();
+  ctx.describeInto(waitDuring_);
+  const std::string& during = waitDuring_;
   try {
     while (!allDone(requests)) {
       bool moved = false;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport/receive_matcher.h"
@@ -57,6 +58,7 @@ class RoutedTransport final : public Transport {
 
   std::vector<std::unique_ptr<Transport>> links_;
   std::vector<int> linkOf_;
+  std::string waitDuring_;  // what the current wait() is for (its failures say)
   std::shared_ptr<ReceiveMatcher> matcher_;
 };
 

@@ -58,12 +58,17 @@ void copyOut(const ShmDomain::Ring& ring, uint64_t position, uint8_t* to, size_t
 }  // namespace
 
 struct ShmTransport::Peer {
-  Peer(int groupRank, int localRank, std::string name, const Inbox::Describe& describe,
+  Peer(int groupRank, int localRank, const std::string& name, const Inbox::Describe& describe,
        ReceiveMatcher& matcher)
-      : rank(groupRank), local(localRank), inbox(groupRank, std::move(name), describe, matcher) {}
+      : rank(groupRank),
+        local(localRank),
+        receivingFrom("receiving from " + name),
+        inbox(groupRank, name, describe, matcher) {}
 
   int rank;
   int local;
+  // What a failed receive says the rank was doing: made once, not per post.
+  const std::string receivingFrom;
   // Outgoing, in post order; the front one may be partly in the ring.
   std::deque<RequestPtr> sends;
   bool headerWritten = false;
@@ -123,7 +128,8 @@ RequestPtr ShmTransport::postRecv(int peer, uint64_t tag, const MessageSignature
   MESHCOMM_CHECK(reaches(peer), "peer " << peer << " is not on this host");
   RequestPtr r = makeRequest(false, peer, tag, sig, data, bytes);
   try {
-    peers_[static_cast<size_t>(peer)]->inbox.post(r, "receiving from " + describePeer(peer));
+    Peer& p = *peers_[static_cast<size_t>(peer)];
+    p.inbox.post(r, p.receivingFrom);
   } catch (...) {
     failAndRethrow();
   }
@@ -239,7 +245,9 @@ bool ShmTransport::poll(const std::string& during) {
 
 void ShmTransport::wait(std::span<const RequestPtr> requests, const OpContext& ctx) {
   if (auto broken = brokenError()) std::rethrow_exception(broken);
-  const std::string during = ctx.describe();
+  // Into a buffer the transport keeps, so that a wait allocates nothing.
+  ctx.describeInto(waitDuring_);
+  const std::string& during = waitDuring_;
   auto awaited = [&] {
     return awaitedPeers(requests, [this](int peer) { return describePeer(peer); }) +
            " on this host (shared memory); a rank that never posted the matching send or "

@@ -85,6 +85,7 @@ class ShmTransport final : public Transport {
   std::vector<std::unique_ptr<Peer>> peers_;  // by group rank; null if remote or self
   std::exception_ptr broken_;
   Deadline::Clock::time_point nextPeerCheck_{};
+  std::string waitDuring_;  // what the current wait() is for (its failures say)
 };
 
 }  // namespace meshcomm
