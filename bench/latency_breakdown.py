@@ -146,9 +146,16 @@ def breakdown(graph, entry):
             here = BODY
         else:
             here = inherited
-        for callee, c, _ in graph.callees[fn]:
+        # Inside a cycle (a callback that re-enters its caller; link-time
+        # inlining makes more of them) callgrind counts the cycle's calls in
+        # more than one inclusive cost, and the callees can add up to more
+        # than the function itself: they share its cost in proportion.
+        callees = graph.callees[fn]
+        total = sum(c for _, c, _ in callees)
+        fit = min(1.0, graph.incl[fn] / total) if total > 0 else 1.0
+        for callee, c, _ in callees:
             below += c
-            walk(callee, c * scale, here, path | {fn})
+            walk(callee, c * scale * fit, here, path | {fn})
         parts[here] += max(0, graph.incl[fn] - below) * scale
 
     walk(entry, graph.incl[entry], SETUP, frozenset())
