@@ -80,8 +80,8 @@ std::exception_ptr withNote(const std::exception_ptr& error, const std::string& 
 
 TracedGroup::TracedGroup(const std::string& name, int rank, const std::vector<int>& worldRanks)
     : recorder_(FlightRecorder::instance()),
-      traced_(OpTrace::enabled()),
       logsCalls_(traceCalls()),
+      traced_(recorder_ != nullptr || logsCalls_),
       name_(name),
       worldRank_(worldRanks.empty() ? -1 : worldRanks[static_cast<size_t>(rank)]) {
   if (!traced_) return;
@@ -91,16 +91,6 @@ TracedGroup::TracedGroup(const std::string& name, int rank, const std::vector<in
 
 TracedGroup::~TracedGroup() {
   if (traced_) DumpOnSignal::release();
-}
-
-bool OpTrace::enabled() {
-  // Both settings are read here, when the first group is made, so that a
-  // malformed one fails that, and never an operation.
-  static const bool on = [] {
-    const bool recording = FlightRecorder::instance() != nullptr;
-    return traceCalls() || recording;
-  }();
-  return on;
 }
 
 uint64_t OpTrace::enqueued(const TracedGroup& group, const char* op, const MessageSignature* sig) {
@@ -205,7 +195,7 @@ void OpTrace::finish(bool ok, Algorithm algorithm, const char* error) {
   const int64_t endTicks = FlightRecorder::now();
   if (id_ != 0) {
     group_->recorder()->finish(id_, ok ? OpState::kCompleted : OpState::kFailed,
-                                       algorithmCode(algorithm), transport_, endTicks, error);
+                               algorithmCode(algorithm), transport_, endTicks, error);
   }
   if (group_->logsCalls()) {
     char us[32];

@@ -35,7 +35,7 @@ class TracedGroup {
   TracedGroup& operator=(const TracedGroup&) = delete;
 
   uint32_t index() const { return index_; }
-  // Whether its operations are recorded or traced at all (OpTrace::enabled()).
+  // Whether its operations are recorded or traced at all.
   bool traced() const { return traced_; }
   // The flight recorder, null when it is off.
   FlightRecorder* recorder() const { return recorder_; }
@@ -49,10 +49,12 @@ class TracedGroup {
 
  private:
   std::atomic<bool> failed_{false};
-  // Read once, here, so that an operation asks no function-local static.
+  // Both settings are read when the group is made, so that a malformed one
+  // fails that, never an operation, and no operation asks a function-local
+  // static.
   FlightRecorder* const recorder_;
-  const bool traced_;
   const bool logsCalls_;
+  const bool traced_;
   uint32_t index_ = 0;
   std::string name_;
   int worldRank_ = -1;
@@ -60,8 +62,6 @@ class TracedGroup {
 
 class OpTrace {
  public:
-  // Whether operations are recorded or traced at all (read once).
-  static bool enabled();
   // An operation that waits in the group's queue: recorded as enqueued.
   // Returns the id to start it with (0 when nothing is recorded). `sig`:
   // the collective's signature, null for point-to-point.
@@ -91,11 +91,12 @@ class OpTrace {
   std::exception_ptr failed(const std::exception_ptr& error, Algorithm algorithm = Algorithm::kAuto);
 
  private:
+  // collective() once the group is traced.
+  static OpTrace startCollective(TracedGroup& group, uint64_t issued, const char* op,
+                                 const MessageSignature& sig, uint64_t seq, Route route);
   // What collective() and pointToPoint() share: the trace starts now, and
   // the recorder starts the record the call queued (`issued`), or issues
   // `what` as a record already started.
-  static OpTrace startCollective(TracedGroup& group, uint64_t issued, const char* op,
-                                 const MessageSignature& sig, uint64_t seq, Route route);
   static OpTrace begin(TracedGroup& group, uint64_t issued, const char* op, uint64_t seq,
                        FlightRecorder::Issue what);
   void finish(bool ok, Algorithm algorithm, const char* error);
