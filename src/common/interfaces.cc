@@ -87,8 +87,8 @@ InterfaceAddress interfaceTowards(const std::string& peer) {
       continue;
     }
     const int err = errno;
-    failures += (failures.empty() ? "" : "; ") + numericAddress(a->ai_addr) + ": " +
-                std::strerror(err);
+    if (!failures.empty()) failures += "; ";
+    failures += numericAddress(a->ai_addr) + ": " + std::strerror(err);
   }
   freeaddrinfo(resolved);
   const auto all = interfaceAddresses();

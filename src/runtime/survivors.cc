@@ -45,7 +45,10 @@ std::set<int> listedRanks(Store& jobStore, const std::string& key) {
 
 std::string describe(const std::vector<int>& ranks) {
   std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  for (int r : ranks) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(r);
+  }
   return "[" + out + "]";
 }
 

@@ -618,8 +618,10 @@ void ShmOp::wait(int local) {
 }
 
 void ShmOp::waitAll() {
+  if (waitedRound_ == d_.round_) return;
   for (int i = 0; i < d_.localSize(); ++i) wait(i);
   d_.allReached_ = d_.round_;
+  waitedRound_ = d_.round_;
 }
 
 void ShmOp::mismatch(const std::string& message) {

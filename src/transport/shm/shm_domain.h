@@ -187,7 +187,6 @@ class ShmDomain final : public HostDomain {
   friend class ShmOp;
   struct Layout;
 
-  uint64_t& roundCounter() { return round_; }
   FlagLine& flag(int local, uint64_t round) const;
   // Part `round % parts` of a local rank's slot area.
   uint8_t* slotPart(int local, uint64_t round, size_t parts) const;
@@ -334,7 +333,9 @@ class ShmOp {
   // What rank `local` published with this round's publishWord, once waited
   // for (this rank's own included).
   uint64_t wordOf(int local) const { return d_.wordOf(local, d_.round_); }
-  // Waits for `local`'s data of this round / for every rank's.
+  // Waits for `local`'s data of this round / for every rank's. waitAll
+  // returns at once when it already waited for this round (the round that
+  // carried the agreement's records waited for every rank to read them).
   void wait(int local);
   void waitAll();
   const uint8_t* slot(int local) const { return d_.slotPart(local, d_.round_, parts_); }
@@ -359,6 +360,7 @@ class ShmOp {
   size_t parts_ = 2;      // the slot area's parts in the current round
   bool begun_ = false;
   bool wordRound_ = false;  // the current round's flags carry words (publishWord)
+  uint64_t waitedRound_ = 0;  // the last round waitAll saw every rank reach (rounds start at 1)
   alignas(8) uint8_t staging_[ShmDomain::kInlineBytes];
   bool staged_ = false;
 };
