@@ -46,6 +46,12 @@ class Deadline {
   Deadline& operator=(Deadline&& other) noexcept = default;
 
   bool expired() const { return !infinite() && Clock::now() >= at(); }
+  // expired(), for a caller that has just read the clock (`now`, which
+  // also starts a budget not yet started).
+  bool expiredAt(Clock::time_point now) const {
+    if (lazy_) [[unlikely]] start(now, pending_);
+    return !infinite() && now >= at_;
+  }
   bool infinite() const { return at() == Clock::time_point::max(); }
 
   // Milliseconds left, clamped to [0, INT32_MAX]; -1 when infinite, which is

@@ -51,6 +51,17 @@ TEST(Deadline, MovePassesItOnUnread) {
   EXPECT_GE(moved.at(), read + 200ms);
 }
 
+TEST(Deadline, ExpiredAtAGivenMoment) {
+  const auto now = Clock::now();
+  const Deadline lazy = Deadline::afterFirstUse(100ms);
+  EXPECT_FALSE(lazy.expiredAt(now));  // starts the budget at `now`
+  EXPECT_EQ(lazy.at(), now + 100ms);
+  EXPECT_FALSE(lazy.expiredAt(now + 99ms));
+  EXPECT_TRUE(lazy.expiredAt(now + 100ms));
+  EXPECT_TRUE(Deadline::afterFirstUse(0ms).expiredAt(now));
+  EXPECT_FALSE(Deadline::never().expiredAt(Clock::time_point::max()));
+}
+
 TEST(Deadline, LimitsHoldInBothForms) {
   for (const Deadline& d : {Deadline::after(0ms), Deadline::afterFirstUse(0ms),
                             Deadline::after(-5ms), Deadline::afterFirstUse(-5ms)}) {
