@@ -45,7 +45,7 @@ class Deadline {
   Deadline(Deadline&& other) noexcept = default;
   Deadline& operator=(Deadline&& other) noexcept = default;
 
-  bool expired() const { return !infinite() && Clock::now() >= at(); }
+  bool expired() const { return expiredAt(Clock::now()); }
   // expired(), for a caller that has just read the clock (`now`, which
   // also starts a budget not yet started).
   bool expiredAt(Clock::time_point now) const {

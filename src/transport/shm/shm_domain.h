@@ -360,7 +360,10 @@ class ShmOp {
   size_t parts_ = 2;      // the slot area's parts in the current round
   bool begun_ = false;
   bool wordRound_ = false;  // the current round's flags carry words (publishWord)
-  uint64_t waitedRound_ = 0;  // the last round waitAll saw every rank reach (rounds start at 1)
+  // The last round whose waitAll saw every rank reach it and checked their
+  // signatures (the domain's allReached_ is also set by waits that check
+  // nothing). Rounds start at 1.
+  uint64_t waitedRound_ = 0;
   alignas(8) uint8_t staging_[ShmDomain::kInlineBytes];
   bool staged_ = false;
 };
