@@ -138,14 +138,15 @@ TEST_F(ShmDomainTest, AbortMessageIsTruncatedToTheLine) {
 
 // A writer whose rounds need nobody's data (a broadcast's root) runs up to
 // parts-1 rounds ahead of its reader, and never writes into a part the
-// reader has not finished: operations of 2, 8 and 16 parts in a row, the
-// reader pausing now and then, every byte of every round checked.
+// reader has not finished: operations of 2, 16 and kSlotParts parts in a
+// row (the most, which small rounds rotate through), the reader pausing now
+// and then, every byte of every round checked.
 TEST_F(ShmDomainTest, WriterRunsAheadByPartsButNeverOverUnreadRounds) {
   TwoShmViews views;
   const MessageSignature sig{2, 1, 0, 64, 0};
   constexpr int kOps = 9;
-  constexpr size_t kRounds = 40;
-  const size_t partsOf[] = {2, 8, 16};
+  constexpr size_t kRounds = 2 * ShmDomain::kSlotParts + 8;  // every part comes back twice
+  const size_t partsOf[] = {2, 16, ShmDomain::kSlotParts};
   auto value = [](int op, size_t round, size_t i) { return static_cast<uint8_t>(op * 131 + round * 7 + i); };
   // Runs `round(op, o, parts, k)` for every round of every operation, as
   // one local rank.
@@ -185,7 +186,8 @@ TEST_F(ShmDomainTest, WriterRunsAheadByPartsButNeverOverUnreadRounds) {
     // writer may be one past its part count here, never more.
     EXPECT_LE(maxLead[o], partsOf[o % 3] + 1) << "operation " << o;
   }
-  EXPECT_GT(maxLead[kOps - 1], 3u) << "a writer of 16 parts never ran ahead of its paused reader";
+  EXPECT_GT(maxLead[kOps - 1], 3u) << "a writer of " << ShmDomain::kSlotParts
+                                   << " parts never ran ahead of its paused reader";
 }
 
 // ---- point-to-point through the rings --------------------------------------------------

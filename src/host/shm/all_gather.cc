@@ -19,10 +19,12 @@ void allGather(ShmOp& op, const void* input, size_t inputBytes, std::span<const 
   const bool stream = streamOutput(totalBytes(outputs));
   auto copyOwn = [&] { copyOut(outputs[static_cast<size_t>(op.rank())].data, in, inputBytes, stream); };
   if (agreement == nullptr) copyOwn();
+  // Rounds smaller than the slot rotate through its parts (partsFor).
+  const size_t parts = partsFor(op, std::min(piece, largest));
   for (size_t k = 0; k < rounds; ++k) {
     const size_t off = k * piece;
     // Inline rounds leave the slot alone, so they claim none (ShmOp::beginReading).
-    uint8_t* mine = useInline ? (op.beginReading(), op.inlineData()) : op.begin();
+    uint8_t* mine = useInline ? (op.beginReading(), op.inlineData()) : op.begin(parts);
     if (off < inputBytes) copyIn(op, mine, in + off, std::min(piece, inputBytes - off));
     // With records, every output stays as it was until they are judged,
     // this rank's own block included.

@@ -26,7 +26,7 @@ void oneShotRound(ShmOp& op, uint8_t* data, size_t count, DType dtype, ReduceOp 
     copy(own, data, bytes);
     mine = op.inlineData();
   } else {
-    mine = op.begin();
+    mine = op.begin(partsFor(op, bytes));  // rotates (partsFor)
   }
   copyIn(op, mine, data, bytes);
   op.publish();

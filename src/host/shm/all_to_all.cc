@@ -53,6 +53,16 @@ size_t firstBytes(size_t bytes, size_t region, bool sizeInFlag) {
   return std::min(bytes, region - firstDataOffset(bytes, sizeInFlag));
 }
 
+// A writer's first-round region when its largest block is `largest`: what
+// that block and its size need, up to a full `region`. Where that is less,
+// the round takes a part of the slot area, and calls rotate through its
+// parts (partsFor); each reader works the writer's region and parts out
+// from the largest block in the writer's flag line.
+size_t firstRegion(uint64_t largest, size_t region, bool sizeInFlag) {
+  const size_t needs = (sizeInFlag ? 0 : kAlign) + static_cast<size_t>(std::min<uint64_t>(largest, region));
+  return std::min(region, std::max(kAlign, ceilDiv(needs, kAlign) * kAlign));
+}
+
 void copyOwn(std::span<const Block> sends, std::span<const Block> recvs, int me, bool stream) {
   const Block& s = sends[static_cast<size_t>(me)];
   const Block& r = recvs[static_cast<size_t>(me)];
@@ -85,9 +95,6 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
     largest = std::max<uint64_t>(largest, bytes);
   }
   const bool sendInline = uniform && largest * static_cast<size_t>(p - 1) <= kInlineBlockBytes;
-  // Blocks in the flag line leave the slot alone, so that round claims none.
-  uint8_t* mine = sendInline ? (op.beginReading(), nullptr) : op.begin();
-  uint8_t* line = op.inlineData();
   // With one peer the flag line's largest block is the block itself, so the
   // region carries data from its first byte, and a block as large as the
   // region takes one round instead of a second one for its last line. (2
@@ -96,6 +103,14 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
   // second round had also put every call's large copy in the same half of
   // the slot, whose lines the peer had read the call before.)
   const bool sizeInFlag = p == 2;
+  const auto regionsOf = [&](uint64_t largestOfWriter) {
+    const size_t first = firstRegion(largestOfWriter, region, sizeInFlag);
+    return std::pair{first, partsFor(op, first * static_cast<size_t>(p - 1))};
+  };
+  const auto [myRegion, myParts] = regionsOf(largest);
+  // Blocks in the flag line leave the slot alone, so that round claims none.
+  uint8_t* mine = sendInline ? (op.beginReading(), nullptr) : op.begin(myParts);
+  uint8_t* line = op.inlineData();
   for (int j = 0; j < p; ++j) {
     if (j == me) continue;
     const Block& s = sends[static_cast<size_t>(j)];
@@ -103,13 +118,13 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
       copy(line + sizeof(uint64_t) + regionIndex(me, j) * largest, s.data, s.bytes);
       continue;
     }
-    uint8_t* entry = mine + regionIndex(me, j) * region;
+    uint8_t* entry = mine + regionIndex(me, j) * myRegion;
     if (!sizeInFlag) {
       const auto size = static_cast<uint64_t>(s.bytes);
       std::memcpy(entry, &size, sizeof(size));
     }
     copyIn(op, entry + firstDataOffset(s.bytes, sizeInFlag), s.data,
-           firstBytes(s.bytes, region, sizeInFlag));
+           firstBytes(s.bytes, myRegion, sizeInFlag));
   }
   const uint64_t mark = largest | (sendInline ? kBlocksInline : 0);
   std::memcpy(line, &mark, sizeof(mark));
@@ -125,7 +140,8 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
     const bool inLine = (theirs & kBlocksInline) != 0;
     theirs &= ~kBlocksInline;
     largest = std::max(largest, theirs);
-    const uint8_t* entry = op.slot(i) + regionIndex(i, me) * region;
+    const auto [theirRegion, theirParts] = regionsOf(theirs);
+    const uint8_t* entry = op.slot(i, theirParts) + regionIndex(i, me) * theirRegion;
     uint64_t size = theirs;
     if (!inLine && !sizeInFlag) std::memcpy(&size, entry, sizeof(size));
     const Block& r = recvs[static_cast<size_t>(i)];
@@ -137,7 +153,7 @@ void allToAll(ShmOp& op, std::span<const Block> sends, std::span<const Block> re
       copy(r.data, op.inlineOf(i) + sizeof(uint64_t) + regionIndex(i, me) * size, size);
     } else {
       copyOut(r.data, entry + firstDataOffset(r.bytes, sizeInFlag),
-              firstBytes(r.bytes, region, sizeInFlag), stream);
+              firstBytes(r.bytes, theirRegion, sizeInFlag), stream);
     }
   }
 

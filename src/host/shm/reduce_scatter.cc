@@ -45,9 +45,14 @@ void reduceScatter(ShmOp& op, const void* input, std::span<const size_t> blockCo
   }
   const size_t largest = *std::max_element(blockCounts.begin(), blockCounts.end());
   // Each round moves `chunk` elements of every block; block j's piece sits
-  // at region j of the slot.
-  const size_t region = std::max(kAlign, alignDown(op.chunkBytes() / static_cast<size_t>(p)));
+  // at region j of the slot. A region is a p-th of the chunk, or what the
+  // largest block needs if less: then the round takes a part of the slot
+  // area, and the calls rotate through its parts (partsFor).
+  const size_t region =
+      std::max(kAlign, std::min(alignDown(op.chunkBytes() / static_cast<size_t>(p)),
+                                ceilDiv(largest * es, kAlign) * kAlign));
   const size_t chunk = std::max<size_t>(1, region / es);
+  const size_t parts = partsFor(op, region * static_cast<size_t>(p));
   MESHCOMM_CHECK(chunk * es * static_cast<size_t>(p) <= op.chunkBytes(),
                  "shared-memory slot too small for " << p << " ranks");
   const size_t rounds = roundsFor(largest, chunk);
@@ -60,7 +65,7 @@ void reduceScatter(ShmOp& op, const void* input, std::span<const size_t> blockCo
       !rangesOverlap(output, ownBytes, in + offs[static_cast<size_t>(me)] * es, ownBytes);
   for (size_t k = 0; k < rounds; ++k) {
     const size_t first = k * chunk;
-    uint8_t* mine = op.begin();
+    uint8_t* mine = op.begin(parts);
     for (int j = 0; j < p; ++j) {
       size_t count = blockCounts[static_cast<size_t>(j)];
       if ((j == me && ownFromInput) || first >= count) continue;

@@ -59,8 +59,15 @@ inline size_t roundsFor(size_t bytes, size_t piece) {
 }
 
 // The most parts of the slot area (ShmOp::begin) that each hold a round
-// of `roundBytes`: a rank whose rounds need nobody's data runs that many
-// rounds ahead of its readers.
+// of `roundBytes`, up to ShmDomain::kSlotParts. A rank whose rounds need
+// nobody's data runs that many rounds ahead of its readers; and every
+// rank's small rounds rotate through that many places instead of two, so
+// the lines it writes were last read by its peers dozens of rounds ago,
+// not in the round before: a 2-rank all_reduce of 4 KiB takes 0.90-0.94 of
+// the time, 1 KiB 0.90, 16 KiB 0.90, all_gather 4 KiB 0.96, 16 KiB 0.91
+// (docs/benchmarks.md, "Rotating through the slot area"). The parts must
+// come from what every rank agrees on (sizes the signature or the records
+// check), since the readers compute where a writer's part lies.
 inline size_t partsFor(const ShmOp& op, size_t roundBytes) {
   size_t parts = 2;
   while (parts < ShmDomain::kSlotParts && op.slotPartBytes(parts * 2) >= roundBytes) parts *= 2;

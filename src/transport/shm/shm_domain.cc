@@ -252,7 +252,7 @@ size_t ShmDomain::slotPartBytes(size_t parts) const {
 uint8_t* ShmDomain::slotPart(int local, uint64_t round, size_t parts) const {
   const size_t area = 2 * roundUp(options_.slotBytes, kPage);
   return segment_.data() + Layout::slotsOffset(localSize()) + area * static_cast<size_t>(local) +
-         (round % parts) * slotPartBytes(parts);
+         partIndex(round, parts) * slotPartBytes(parts);
 }
 
 uint8_t* ShmDomain::claimSlotPart(uint64_t round, size_t parts, const OpContext& ctx) {
@@ -260,7 +260,7 @@ uint8_t* ShmDomain::claimSlotPart(uint64_t round, size_t parts, const OpContext&
                  "a slot area splits into 2 to " << kSlotParts
                                                   << " parts, a power of two; asked for " << parts);
   const size_t span = kSlotParts / parts;
-  uint64_t* written = slotWrittenIn_ + (round % parts) * span;
+  uint64_t* written = slotWrittenIn_ + partIndex(round, parts) * span;
   uint64_t last = 0;
   for (size_t i = 0; i < span; ++i) last = std::max(last, written[i]);
   if (last > 0) awaitAllReached(last + 1, ctx);

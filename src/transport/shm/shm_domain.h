@@ -87,8 +87,11 @@ class ShmDomain final : public HostDomain {
   // Each rank's small buffer per flag line, for payloads of small rounds.
   static constexpr size_t kCellBytes = 4096;
   // A rank's slot area (its two slots) is tracked in this many equal
-  // parts: the most a round may split it into (ShmOp::begin).
-  static constexpr size_t kSlotParts = 16;
+  // parts: the most a round may split it into (ShmOp::begin). Small rounds
+  // rotate through that many places (host/shm/rounds.h, partsFor): on the
+  // Intel host of docs/benchmarks.md, 32 or more cut a 2-rank all_reduce
+  // of 1-4 KiB by 10-19% against 16 or 2.
+  static constexpr size_t kSlotParts = 64;
   struct FlagLine;
 
   // Bytes of the segment for `localSize` ranks with `slotBytes` slots and
@@ -188,7 +191,16 @@ class ShmDomain final : public HostDomain {
   struct Layout;
 
   FlagLine& flag(int local, uint64_t round) const;
-  // Part `round % parts` of a local rank's slot area.
+  // Which of `parts` parts of a slot area `round` uses: one in the half
+  // `round % 2`, the halves' parts taken in turn. Consecutive rounds thus
+  // never share a part whatever their part counts (a round whose part the
+  // previous round wrote would wait for every rank to enter it, and ranks
+  // that all write would wait for each other), and a run of rounds with
+  // one count takes every part once before it comes back to the first.
+  static size_t partIndex(uint64_t round, size_t parts) {
+    return static_cast<size_t>(round % 2) * (parts / 2) + static_cast<size_t>(round / 2 % (parts / 2));
+  }
+  // Part partIndex(round, parts) of a local rank's slot area.
   uint8_t* slotPart(int local, uint64_t round, size_t parts) const;
   size_t slotPartBytes(size_t parts) const;
   // This rank's part for `round`, once every rank has read what this rank
@@ -339,6 +351,10 @@ class ShmOp {
   void wait(int local);
   void waitAll();
   const uint8_t* slot(int local) const { return d_.slotPart(local, d_.round_, parts_); }
+  // A rank's part of this round where writers split their slot areas into
+  // different numbers of parts (each writer's own, which its readers work
+  // out from what it published).
+  const uint8_t* slot(int local, size_t parts) const { return d_.slotPart(local, d_.round_, parts); }
   const uint8_t* cell(int local) const { return d_.cell(local, d_.round_); }
   const uint8_t* inlineOf(int local) const { return d_.inlineData(local, d_.round_); }
 
