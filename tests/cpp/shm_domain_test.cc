@@ -190,6 +190,50 @@ TEST_F(ShmDomainTest, WriterRunsAheadByPartsButNeverOverUnreadRounds) {
                                    << " parts never ran ahead of its paused reader";
 }
 
+// Rounds in which every rank writes and reads every other (all_reduce,
+// all_gather), with part counts that change from round to round as call
+// sizes do: no round may land on the part the round before wrote, or each
+// rank would wait for the other to enter the round before writing into it.
+// Every byte read is checked against what its writer wrote that round.
+TEST_F(ShmDomainTest, AllWritingRoundsOfChangingPartCountsNeverWaitForEachOther) {
+  TwoShmViews views;
+  const MessageSignature sig{2, 1, 0, 64, 0};
+  const size_t partsOf[] = {2, ShmDomain::kSlotParts, 16, ShmDomain::kSlotParts, 4, 2, 8};
+  constexpr size_t kRounds = 3 * ShmDomain::kSlotParts;
+  constexpr size_t kBytes = 256;  // what each round checks of its part
+  auto value = [](int writer, size_t round, size_t i) {
+    return static_cast<uint8_t>(writer * 97 + round * 13 + i);
+  };
+  std::atomic<size_t> wrong{0};
+  auto rank = [&](int local) {
+    const OpContext ctx = opContext("shm_test_group", "every rank writes", std::chrono::seconds(5));
+    ShmOp op(views.view(local), ctx, sig);
+    for (size_t k = 0; k < kRounds; ++k) {
+      // The counts follow an odd cycle, so every pair of counts meets in
+      // both orders and on both parities of the round.
+      const size_t parts = partsOf[k % std::size(partsOf)];
+      uint8_t* part = op.begin(parts);
+      for (size_t i = 0; i < kBytes; ++i) part[i] = value(local, k, i);
+      op.publish();
+      op.waitAll();
+      const uint8_t* theirs = op.slot(1 - local);
+      for (size_t i = 0; i < kBytes; ++i) wrong += theirs[i] != value(1 - local, k, i);
+    }
+  };
+  std::exception_ptr failed;
+  std::thread other([&] {
+    try {
+      rank(1);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  EXPECT_NO_THROW(rank(0));
+  other.join();
+  EXPECT_FALSE(failed) << "rank 1 failed (a round waited for its own part)";
+  EXPECT_EQ(wrong.load(), 0u);
+}
+
 // ---- point-to-point through the rings --------------------------------------------------
 
 OpContext context(std::chrono::milliseconds timeout) {
