@@ -63,9 +63,9 @@ inline size_t roundsFor(size_t bytes, size_t piece) {
 // nobody's data runs that many rounds ahead of its readers; and every
 // rank's small rounds rotate through that many places instead of two, so
 // the lines it writes were last read by its peers dozens of rounds ago,
-// not in the round before: a 2-rank all_reduce of 4 KiB takes 0.90-0.94 of
-// the time, 1 KiB 0.90, 16 KiB 0.90, all_gather 4 KiB 0.96, 16 KiB 0.91
-// (docs/benchmarks.md, "Rotating through the slot area"). The parts must
+// not in the round before: a 2-rank all_reduce of 4 KiB takes 0.81-0.90 of
+// the time, all_gather of 1-256 KiB 0.91-0.95 (docs/tuning.md, "Small
+// rounds rotate through the slot area"). The parts must
 // come from what every rank agrees on (sizes the signature or the records
 // check), since the readers compute where a writer's part lies.
 inline size_t partsFor(const ShmOp& op, size_t roundBytes) {

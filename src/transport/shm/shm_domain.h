@@ -89,8 +89,8 @@ class ShmDomain final : public HostDomain {
   // A rank's slot area (its two slots) is tracked in this many equal
   // parts: the most a round may split it into (ShmOp::begin). Small rounds
   // rotate through that many places (host/shm/rounds.h, partsFor): on the
-  // Intel host of docs/benchmarks.md, 32 or more cut a 2-rank all_reduce
-  // of 1-4 KiB by 10-19% against 16 or 2.
+  // Intel host of docs/benchmarks.md, a 2-rank all_reduce of 1-4 KiB took
+  // 1.13-1.19x the time with 16 as with 256, and 32, 64 or 256 alike.
   static constexpr size_t kSlotParts = 64;
   struct FlagLine;
 
