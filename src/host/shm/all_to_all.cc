@@ -60,7 +60,7 @@ size_t firstBytes(size_t bytes, size_t region, bool sizeInFlag) {
 // from the largest block in the writer's flag line.
 size_t firstRegion(uint64_t largest, size_t region, bool sizeInFlag) {
   const size_t needs = (sizeInFlag ? 0 : kAlign) + static_cast<size_t>(std::min<uint64_t>(largest, region));
-  return std::min(region, std::max(kAlign, ceilDiv(needs, kAlign) * kAlign));
+  return std::min(region, std::max(kAlign, alignUp(needs)));
 }
 
 void copyOwn(std::span<const Block> sends, std::span<const Block> recvs, int me, bool stream) {

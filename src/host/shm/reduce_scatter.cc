@@ -50,7 +50,7 @@ void reduceScatter(ShmOp& op, const void* input, std::span<const size_t> blockCo
   // area, and the calls rotate through its parts (partsFor).
   const size_t region =
       std::max(kAlign, std::min(alignDown(op.chunkBytes() / static_cast<size_t>(p)),
-                                ceilDiv(largest * es, kAlign) * kAlign));
+                                alignUp(largest * es)));
   const size_t chunk = std::max<size_t>(1, region / es);
   const size_t parts = partsFor(op, region * static_cast<size_t>(p));
   MESHCOMM_CHECK(chunk * es * static_cast<size_t>(p) <= op.chunkBytes(),

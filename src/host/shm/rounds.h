@@ -46,8 +46,8 @@ inline void copyOut(void* to, const void* from, size_t bytes, bool stream) {
   }
 }
 
-
 inline size_t alignDown(size_t n) { return n / kAlign * kAlign; }
+inline size_t alignUp(size_t n) { return ceilDiv(n, kAlign) * kAlign; }
 
 // Whether a payload of `bytes` per rank fits in the flag line.
 inline bool fitsInline(size_t bytes) { return bytes <= ShmDomain::kInlineBytes; }
