@@ -206,14 +206,15 @@ if has_lib torch-meshcomm; then
 fi
 TORCH2=(env PYTHONPATH="$BUILD_DIR/python" "$VENV_PY")
 
-# ---- peer programs (rebuilt when their source is newer) ----
+# ---- peer programs (rebuilt when their source or a header is newer) ----
 
 SRC="$ROOT/bench/peers"
 mkdir -p "$PEERS_DIR"
+source "$SRC/stale.sh"
 build_if_stale() {  # output source command...
   local out="$1" src="$2"
   shift 2
-  if [[ ! -x "$out" || "$src" -nt "$out" ]]; then
+  if stale "$out" "$src"; then
     say "building $(basename "$out")"
     "$@"
   fi

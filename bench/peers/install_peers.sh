@@ -3,8 +3,9 @@
 # into the bench's own prefix (never the system, never build/venv), and builds
 # the benchmark programs that run on them. Idempotent: what is already there
 # at the pinned version is kept, and programs are rebuilt only when their
-# source is newer. bench/peers/run_peer.sh runs what this installs;
-# bench/peers/PEERS.md says why each piece is installed the way it is.
+# source or a header they include is newer. bench/peers/run_peer.sh runs
+# what this installs; bench/peers/PEERS.md says why each piece is installed
+# the way it is.
 #
 # usage: bench/peers/install_peers.sh [--peers-dir DIR] [LIB...]
 #   LIB: impi mpich5 ompi5 oneccl deepspeed (default: all five)
@@ -118,11 +119,13 @@ ensure() {
 }
 
 # Builds OUT from SRC with the command that follows, when OUT is missing or
-# older than SRC; then checks that every shared library it needs resolves.
+# older than SRC or a header (stale.sh); then checks that every shared
+# library it needs resolves.
+source "$SRC/stale.sh"
 build_if_stale() {  # build_if_stale OUT SRC COMMAND...
   local out="$1" src="$2"
   shift 2
-  if [[ -x "$out" && ! "$src" -nt "$out" ]]; then
+  if ! stale "$out" "$src"; then
     say "have $out"
   else
     say "building $out"

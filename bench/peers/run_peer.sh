@@ -59,6 +59,8 @@ CORES="$(nproc)"
 OVERSUBSCRIBED=0
 [[ "$N" -gt "$CORES" ]] && OVERSUBSCRIBED=1
 
+source "$SRC/stale.sh"
+
 need() {  # need FILE WHAT: FILE must exist, else say how to get it
   [[ -e "$1" ]] || missing "$1 not found: $2"
 }
@@ -74,13 +76,17 @@ run() {  # the run itself, bounded; launchers pass SIGTERM on to their ranks
   exec timeout -k 10 "$TIMEOUT" "$@" < /dev/null
 }
 
-# The libfabric that Intel MPI and oneCCL load for TCP: the one in the mpich
-# wheel (2.5.1; Intel's wheels ask for >= 2.6, which PyPI lacks), else
-# Debian's libfabric1.
-libfabric() {
+# libfabric's tcp provider on loopback, as Intel MPI and oneCCL use it for
+# TCP. The library is the one in the mpich wheel (2.5.1; Intel's wheels ask
+# for >= 2.6, which PyPI lacks), else Debian's libfabric1; its path goes into
+# the variable named $1 (each of the two reads its own).
+ofi_tcp_on_loopback() {
   local f
   for f in "$PEERS/mpich5/lib/mpich/libfabric.so.1" /usr/lib/x86_64-linux-gnu/libfabric.so.1; do
-    [[ -e "$f" ]] && { echo "$f"; return; }
+    if [[ -e "$f" ]]; then
+      export FI_PROVIDER=tcp FI_TCP_IFACE=lo "$1=$f"
+      return
+    fi
   done
   missing "no libfabric for TCP: run bench/peers/install_peers.sh mpich5 (or install Debian's libfabric1)"
 }
@@ -104,9 +110,8 @@ case "$LIB" in
     else
       # ofi only (no shm), libfabric's tcp provider on loopback, and
       # collectives built on point-to-point, not on shared memory.
-      export I_MPI_FABRICS=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo I_MPI_COLL_INTRANODE=pt2pt
-      I_MPI_OFI_LIBRARY="$(libfabric)"
-      export I_MPI_OFI_LIBRARY
+      export I_MPI_FABRICS=ofi I_MPI_COLL_INTRANODE=pt2pt
+      ofi_tcp_on_loopback I_MPI_OFI_LIBRARY
     fi
     run "${MPIEXEC[@]}" "$PEERS/bin/mpi_bench-impi" "$OP" "${SWEEP[@]}" "${EXTRA[@]}" ;;
 
@@ -131,7 +136,7 @@ case "$LIB" in
       bench="$PEERS/mpi_bench" sm=vader  # 4.1 names its shared-memory btl vader
       # bench/compare.sh's build, with Open MPI's own wrapper and launcher
       # named: plain mpicc and mpirun may be MPICH's (Debian alternatives).
-      if [[ ! -x "$bench" || "$SRC/mpi_bench.c" -nt "$bench" ]]; then
+      if stale "$bench" "$SRC/mpi_bench.c"; then
         mkdir -p "$PEERS"
         mpicc.openmpi -O2 -std=c11 -Wall -Wextra -o "$bench" "$SRC/mpi_bench.c" >&2
       fi
@@ -162,9 +167,8 @@ case "$LIB" in
     else
       # libfabric's tcp provider directly, oneCCL's key-value store on
       # loopback too. MPI only exchanges the store's address at start-up.
-      export CCL_ATL_TRANSPORT=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo CCL_KVS_IFACE=lo
-      CCL_OFI_LIBRARY_PATH="$(libfabric)"
-      export CCL_OFI_LIBRARY_PATH
+      export CCL_ATL_TRANSPORT=ofi CCL_KVS_IFACE=lo
+      ofi_tcp_on_loopback CCL_OFI_LIBRARY_PATH
     fi
     run "${MPIEXEC[@]}" "$PEERS/bin/ccl_bench" "$OP" "${SWEEP[@]}" "${EXTRA[@]}" ;;
 
@@ -198,7 +202,7 @@ case "$LIB" in
 
   gloo)
     # Gloo's only transport here is TCP (127.0.0.1), whatever TRANSPORT says.
-    if [[ ! -x "$PEERS/gloo_bench" || "$SRC/gloo_bench.cc" -nt "$PEERS/gloo_bench" ]]; then
+    if stale "$PEERS/gloo_bench" "$SRC/gloo_bench.cc"; then
       need_debs gloo libgloo-dev
       mkdir -p "$PEERS"
       g++ -O2 -std=c++20 -Wall -Wextra -o "$PEERS/gloo_bench" "$SRC/gloo_bench.cc" -lgloo -pthread >&2

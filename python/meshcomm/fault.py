@@ -29,7 +29,7 @@ __all__ = ["abort", "group_error", "shrink_group"]
 
 
 def _resolve(group, fn):
-    name = _state.WORLD_COMM_GROUP if group is None else group_name(group, fn)
+    name = group_name(group, fn)
     return name, _state.lookup(name)
 
 

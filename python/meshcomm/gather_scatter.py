@@ -186,16 +186,15 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None, async_op=
     return finish(work, async_op, (out_keep, in_keep))
 
 
-def gather(tensor, gather_list, dst=0, group=None, async_op=False):
-    """Rank `dst` receives every rank's `tensor`: ``gather_list[r]`` gets
-    rank r's. In place only.
-
+# gather and scatter mirror each other, and so do their docstrings: the
+# sections between summary and example are this text in each one's words.
+_ROOT_LIST_SECTIONS = """\
     Args:
-        tensor (Tensor): this rank's input.
-        gather_list (list[Tensor]): at `dst`, one output per rank, each of
+        tensor (Tensor): {tensor}
+        {name} (list[Tensor]): at `{root}`, one {each} per rank, each of
             `tensor`'s shape and dtype; elsewhere any list of tensors of one
-            dtype and shape (``[]`` will do), left alone.
-        dst (int, optional): world rank that receives. Default 0.
+            dtype and shape (``[]`` will do), {elsewhere}.
+        {root} (int, optional): world rank that {verb}. Default 0.
         group (str, optional): the group; ``None`` (default) is the world.
         async_op (bool, optional): return a handle at once. Default False.
 
@@ -203,10 +202,31 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
         CommHandle when `async_op`, else None.
 
     Raises:
-        ValueError: in non-in-place mode; `dst` not in `group`.
-        TypeError: `gather_list` is not a list of tensors of one dtype and
-            shape; at `dst`, its length or its tensors' shape/dtype is wrong;
-            bad `tensor`, `dst`, `group` or `async_op`.
+        ValueError: in non-in-place mode; `{root}` not in `group`.
+        TypeError: `{name}` is not a list of tensors of one dtype and
+            shape; at `{root}`, its length or its tensors' shape/dtype is wrong;
+            bad `tensor`, `{root}`, `group` or `async_op`."""
+
+
+def _root_list_doc(**words):
+    """Puts _ROOT_LIST_SECTIONS, in `words`, at the ``{sections}`` line of
+    the decorated function's docstring."""
+    sections = _ROOT_LIST_SECTIONS.format(**words).lstrip()
+
+    def fill(func):
+        if func.__doc__ is not None:  # None under python -OO
+            func.__doc__ = func.__doc__.replace("{sections}", sections)
+        return func
+    return fill
+
+
+@_root_list_doc(tensor="this rank's input.", name="gather_list", root="dst", each="output",
+                elsewhere="left alone", verb="receives")
+def gather(tensor, gather_list, dst=0, group=None, async_op=False):
+    """Rank `dst` receives every rank's `tensor`: ``gather_list[r]`` gets
+    rank r's. In place only.
+
+    {sections}
 
     Example (2 processes):
         >>> outs = [np.zeros([2, 2], np.float32) for _ in range(2)]
@@ -266,27 +286,13 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None, async_op=Fals
     return finish(work, async_op, (out_keep, in_keep))
 
 
+@_root_list_doc(tensor="receives this rank's part.", name="scatter_list", root="src",
+                each="tensor", elsewhere="not read", verb="sends")
 def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
     """Rank r receives rank `src`'s ``scatter_list[r]`` in `tensor`.
     In place only.
 
-    Args:
-        tensor (Tensor): receives this rank's part.
-        scatter_list (list[Tensor]): at `src`, one tensor per rank, each of
-            `tensor`'s shape and dtype; elsewhere any list of tensors of one
-            dtype and shape (``[]`` will do), not read.
-        src (int, optional): world rank that sends. Default 0.
-        group (str, optional): the group; ``None`` (default) is the world.
-        async_op (bool, optional): return a handle at once. Default False.
-
-    Returns:
-        CommHandle when `async_op`, else None.
-
-    Raises:
-        ValueError: in non-in-place mode; `src` not in `group`.
-        TypeError: `scatter_list` is not a list of tensors of one dtype and
-            shape; at `src`, its length or its tensors' shape/dtype is wrong;
-            bad `tensor`, `src`, `group` or `async_op`.
+    {sections}
 
     Example (2 processes):
         >>> out = np.zeros([2, 2], np.float32)

@@ -14,7 +14,7 @@ import warnings
 from datetime import timedelta
 
 from . import _meshcomm, _state
-from ._checks import type_name
+from ._checks import group_name, type_name
 from ._core.waiting import configure_wait
 from ._errors import DistError
 from .group_options import GroupOptions
@@ -194,9 +194,7 @@ def destroy_process_group(group=None):
     if group is None or group in _state.WORLD_NAMES:
         _state.leave()
         return
-    if not isinstance(group, str):
-        raise TypeError("destroy_process_group: 'group' must be a str or None, got "
-                        f"{type_name(group)}")
+    group = group_name(group, "destroy_process_group")
     world = _state.world()
     _state.lookup(group)
     _state.forget_group(group)
@@ -204,10 +202,7 @@ def destroy_process_group(group=None):
 
 
 def _rank_or_size(group, fn, attr):
-    if group is None:
-        group = _state.WORLD_COMM_GROUP
-    if not isinstance(group, str):
-        raise TypeError(f"{fn}: 'group' must be a str or None, got {type_name(group)}")
+    group = group_name(group, fn)
     try:
         return getattr(_state.lookup(group), attr)
     except DistError as e:
@@ -359,10 +354,7 @@ def get_backend(group=None):
         'hccl'
     """
     world_backend = _state.backend() or "hccl"
-    if group is None:
-        return world_backend
-    if not isinstance(group, str):
-        raise TypeError(f"get_backend: 'group' must be a str or None, got {type_name(group)}")
+    group = group_name(group, "get_backend")
     if group == _state.WORLD_COMM_GROUP:
         return world_backend
     for name in BACKENDS:
@@ -398,9 +390,7 @@ def get_global_rank(group, group_rank):
             if pg.size != _state.world().size:  # the world group was shrunk
                 return pg.to_world_rank(group_rank)
         return group_rank
-    if not isinstance(group, str):
-        raise TypeError(f"get_global_rank: 'group' must be a str or None, got {type_name(group)}")
-    return _state.lookup(group).to_world_rank(group_rank)
+    return _state.lookup(group_name(group, "get_global_rank")).to_world_rank(group_rank)
 
 
 def get_group_rank(group, global_rank):
@@ -423,10 +413,7 @@ def get_group_rank(group, global_rank):
     fn = "get_group_rank"
     if isinstance(global_rank, bool) or not isinstance(global_rank, int):
         raise TypeError(f"{fn}: 'global_rank' must be an int, got {type_name(global_rank)}")
-    if group is None:
-        group = _state.WORLD_COMM_GROUP
-    if not isinstance(group, str):
-        raise TypeError(f"{fn}: 'group' must be a str or None, got {type_name(group)}")
+    group = group_name(group, fn)
     pg = _state.lookup(group)
     r = pg.to_group_rank(global_rank)
     if r < 0:
@@ -448,9 +435,4 @@ def get_process_group_ranks(group=None):
         >>> meshcomm.get_process_group_ranks()    # with 4 processes
         [0, 1, 2, 3]
     """
-    if group is None:
-        group = _state.WORLD_COMM_GROUP
-    if not isinstance(group, str):
-        raise TypeError("get_process_group_ranks: 'group' must be a str or None, got "
-                        f"{type_name(group)}")
-    return list(_state.lookup(group).world_ranks)
+    return list(_state.lookup(group_name(group, "get_process_group_ranks")).world_ranks)

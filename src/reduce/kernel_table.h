@@ -34,16 +34,26 @@ struct KernelTable {
   FromFloatFn fromFloat[2];
 };
 
-// nullptr when the level was not compiled into this build (non-x86 targets).
 // The table's code may only run on a CPU that supports the level.
 namespace scalar {
 const KernelTable* kernelTable();
 }
+#if defined(__x86_64__) || defined(__i386__)
 namespace avx2 {
 const KernelTable* kernelTable();
 }
 namespace avx512 {
 const KernelTable* kernelTable();
 }
+#else
+// The vector levels are x86 code: elsewhere their files compile to nothing
+// and the dispatcher finds no table.
+namespace avx2 {
+inline const KernelTable* kernelTable() { return nullptr; }
+}
+namespace avx512 {
+inline const KernelTable* kernelTable() { return nullptr; }
+}
+#endif
 
 }  // namespace meshcomm::reduce

@@ -1,7 +1,7 @@
 // The AVX2 ISA level: src/reduce/kernels.h built with -mavx2 -mfma -mf16c
 // (set for this file alone in CMakeLists.txt). The dispatcher calls into it
-// only after CPUID reports AVX2, FMA and F16C. On targets other than x86 the
-// level is absent and kernelTable() returns nullptr.
+// only after CPUID reports AVX2, FMA and F16C. On targets other than x86 this
+// file compiles to nothing (kernel_table.h).
 //
 // Thread-safety: see kernels.h (pure functions, constant table).
 #include "reduce/kernel_table.h"
@@ -12,8 +12,4 @@
 #endif
 #define MESHCOMM_REDUCE_NS avx2
 #include "reduce/kernels.h"
-#else
-namespace meshcomm::reduce::avx2 {
-const KernelTable* kernelTable() { return nullptr; }
-}  // namespace meshcomm::reduce::avx2
 #endif

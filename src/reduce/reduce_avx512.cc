@@ -1,8 +1,8 @@
 // The AVX-512 ISA level: src/reduce/kernels.h built with -mavx512f
 // -mavx512bw -mavx512vl -mavx512dq plus AVX2, FMA and F16C (set for this
 // file alone in CMakeLists.txt). The dispatcher calls into it only after CPUID (and the
-// OS, through XCR0) reports all of them. On targets other than x86 the level
-// is absent and kernelTable() returns nullptr.
+// OS, through XCR0) reports all of them. On targets other than x86 this file
+// compiles to nothing (kernel_table.h).
 //
 // Thread-safety: see kernels.h (pure functions, constant table).
 #include "reduce/kernel_table.h"
@@ -14,8 +14,4 @@
 #endif
 #define MESHCOMM_REDUCE_NS avx512
 #include "reduce/kernels.h"
-#else
-namespace meshcomm::reduce::avx512 {
-const KernelTable* kernelTable() { return nullptr; }
-}  // namespace meshcomm::reduce::avx512
 #endif

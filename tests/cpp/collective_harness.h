@@ -482,6 +482,49 @@ inline void canonicalizeComplexZeros(DType d, void* data, size_t n) {
   }
 }
 
+// ---- all_to_all_single, block by block ----------------------------------------------
+
+// One all_to_all_single of T (float or int32_t) in which rank `from` sends
+// rank `to` count(from, to) elements, the i-th being value(from, to, i), so
+// that every block's size and every element's value tell where it belongs;
+// each element this rank receives must be the one its sender meant for that
+// place. splitSizes false: equal blocks, passed without split sizes. The
+// call must finish within `bound` (the default waits without one, which may
+// run it on this thread). `context` begins every failure message.
+template <typename T, typename Count, typename Value>
+void checkAllToAllSingle(ProcessGroup& pg, Count count, Value value, bool splitSizes,
+                         const std::string& context,
+                         std::chrono::milliseconds bound = std::chrono::milliseconds::max()) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t>);
+  constexpr DType kDType = std::is_same_v<T, float> ? DType::kFloat32 : DType::kInt32;
+  const int p = pg.size();
+  const int me = pg.rank();
+  std::vector<int64_t> sends, recvs;
+  std::vector<T> in;
+  int64_t received = 0;
+  for (int peer = 0; peer < p; ++peer) {
+    sends.push_back(count(me, peer));
+    recvs.push_back(count(peer, me));
+    received += recvs.back();
+    for (int64_t i = 0; i < sends.back(); ++i) in.push_back(value(me, peer, i));
+  }
+  // No value(...) is negative, so an element the call did not write shows.
+  std::vector<T> out(static_cast<size_t>(received), T(-1));
+  const TensorRef outRef{out.data(), received, kDType};
+  const TensorRef inRef{in.data(), static_cast<int64_t>(in.size()), kDType};
+  WorkPtr work = splitSizes ? pg.allToAllSingle(outRef, inRef, recvs, sends)
+                            : pg.allToAllSingle(outRef, inRef, {}, {});
+  CHILD_CHECK(work->wait(bound), "" << context << ": not finished in time");
+  size_t at = 0;
+  for (int peer = 0; peer < p; ++peer) {
+    for (int64_t i = 0; i < recvs[static_cast<size_t>(peer)]; ++i, ++at) {
+      CHILD_CHECK(out[at] == value(peer, me, i), "" << context << ": element " << i
+                                                     << " of the block from rank " << peer << " is "
+                                                     << out[at]);
+    }
+  }
+}
+
 // ---- starting P ranks ---------------------------------------------------------------
 
 struct JobOptions {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ constexpr int32_t kUntouched = 0x5a5a5a5a;
 // agreement record (collectives/agreement.h, kEagerBlockBytes).
 constexpr int64_t kLargeBlockExtra = 16 * 1024;
 int32_t own(int rank) { return 1000 + rank; }
+constexpr int kOdd = 1;  // the rank that disagrees where only one does
 
 struct AgreementCase {
   const char* name;
@@ -44,8 +46,48 @@ struct AgreementCase {
 
 TensorRef ref(std::vector<int32_t>& v) { return TensorRef{v.data(), static_cast<int64_t>(v.size()), DType::kInt32}; }
 
+// The roots of a rooted call: every rank names itself; or every rank names
+// rank 0 but the odd one, which names the last.
+OpOptions ownRoot(const ProcessGroup& pg) {
+  OpOptions o;
+  o.root = pg.rank();
+  return o;
+}
+OpOptions oddRoot(const ProcessGroup& pg) {
+  OpOptions o;
+  o.root = pg.rank() == kOdd ? pg.size() - 1 : 0;
+  return o;
+}
+
+// n elements for each rank, but the odd rank counts one more for rank 0.
+std::vector<int64_t> oddSplits(const ProcessGroup& pg, int64_t n) {
+  std::vector<int64_t> splits(static_cast<size_t>(pg.size()), n);
+  if (pg.rank() == kOdd) splits[0] += 1;
+  return splits;
+}
+
+size_t total(const std::vector<int64_t>& splits) {
+  return static_cast<size_t>(std::accumulate(splits.begin(), splits.end(), int64_t{0}));
+}
+
+// all_to_all_single with these split sizes, on buffers of the sizes they add up to.
+WorkPtr allToAllWithSplits(ProcessGroup& pg, Buffers& b, const std::vector<int64_t>& sends,
+                           const std::vector<int64_t>& recvs) {
+  b.input.assign(total(sends), own(pg.rank()));
+  b.output.assign(total(recvs), kUntouched);
+  return pg.allToAllSingle(ref(b.output), ref(b.input), recvs, sends);
+}
+
+// A case's call on n of the rank's own values, in place (broadcast, reduce).
+template <typename Call>
+std::function<WorkPtr(ProcessGroup&, int64_t, Buffers&)> onOwnValues(Call call) {
+  return [call](ProcessGroup& pg, int64_t n, Buffers& b) {
+    b.output.assign(static_cast<size_t>(n), own(pg.rank()));
+    return call(pg, ref(b.output));
+  };
+}
+
 std::vector<AgreementCase> agreementCases() {
-  constexpr int odd = 1;  // the rank that disagrees where only one does
   auto selfRoot = [](const char* arg) {
     return [arg](int) {
       return std::vector<std::string>{std::string("different ") + arg + ": rank 0 passes 0, rank 1 passes 1"};
@@ -57,38 +99,26 @@ std::vector<AgreementCase> agreementCases() {
                                       std::to_string(p - 1)};
     };
   };
+  auto splitsDoNotMatch = [](int) {
+    return std::vector<std::string>{"split sizes that do not match", "rank 0 sends", "to rank 1",
+                                    "output_split_sizes[0]"};
+  };
   return {
       {"broadcast, every rank its own src",
-       [](ProcessGroup& pg, int64_t n, Buffers& b) {
-         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
-         OpOptions o;
-         o.root = pg.rank();
-         return pg.broadcast(ref(b.output), o);
-       },
+       onOwnValues([](ProcessGroup& pg, TensorRef t) { return pg.broadcast(t, ownRoot(pg)); }),
        selfRoot("src")},
       {"broadcast, one rank names another src",
-       [](ProcessGroup& pg, int64_t n, Buffers& b) {
-         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
-         OpOptions o;
-         o.root = pg.rank() == odd ? pg.size() - 1 : 0;
-         return pg.broadcast(ref(b.output), o);
-       },
+       onOwnValues([](ProcessGroup& pg, TensorRef t) { return pg.broadcast(t, oddRoot(pg)); }),
        oneOff("src")},
       {"reduce, every rank its own dst",
-       [](ProcessGroup& pg, int64_t n, Buffers& b) {
-         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
-         OpOptions o;
-         o.root = pg.rank();
-         return pg.reduce(ref(b.output), o);
-       },
+       onOwnValues([](ProcessGroup& pg, TensorRef t) { return pg.reduce(t, ownRoot(pg)); }),
        selfRoot("dst")},
       {"reduce, different ops",
-       [](ProcessGroup& pg, int64_t n, Buffers& b) {
-         b.output.assign(static_cast<size_t>(n), own(pg.rank()));
+       onOwnValues([](ProcessGroup& pg, TensorRef t) {
          OpOptions o;
-         o.op = pg.rank() == odd ? ReduceOp::kMax : ReduceOp::kSum;
-         return pg.reduce(ref(b.output), o);
-       },
+         o.op = pg.rank() == kOdd ? ReduceOp::kMax : ReduceOp::kSum;
+         return pg.reduce(t, o);
+       }),
        [](int) { return std::vector<std::string>{"different op: rank 0 passes sum, rank 1 passes max"}; }},
       {"gather, every rank its own dst",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
@@ -96,25 +126,21 @@ std::vector<AgreementCase> agreementCases() {
          b.list.assign(static_cast<size_t>(pg.size()), std::vector<int32_t>(static_cast<size_t>(n), kUntouched));
          std::vector<TensorRef> outs;
          for (auto& t : b.list) outs.push_back(ref(t));
-         OpOptions o;
-         o.root = pg.rank();
-         return pg.gather(outs, ref(b.input), o);
+         return pg.gather(outs, ref(b.input), ownRoot(pg));
        },
        selfRoot("dst")},
       {"gather_into_tensor, one rank names another dst",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          b.input.assign(static_cast<size_t>(n), own(pg.rank()));
          b.output.assign(static_cast<size_t>(n * pg.size()), kUntouched);
-         OpOptions o;
-         o.root = pg.rank() == odd ? pg.size() - 1 : 0;
-         return pg.gatherIntoTensor(ref(b.output), ref(b.input), o);
+         return pg.gatherIntoTensor(ref(b.output), ref(b.input), oddRoot(pg));
        },
        oneOff("dst")},
       {"gather_into_tensor, different element counts",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          // The odd rank's block is one element longer: over messages it
          // goes to the root with the odd rank's record and must be drained.
-         const int64_t mine = n + (pg.rank() == odd ? 1 : 0);
+         const int64_t mine = n + (pg.rank() == kOdd ? 1 : 0);
          b.input.assign(static_cast<size_t>(mine), own(pg.rank()));
          b.output.assign(static_cast<size_t>(mine * pg.size()), kUntouched);
          return pg.gatherIntoTensor(ref(b.output), ref(b.input));
@@ -126,18 +152,14 @@ std::vector<AgreementCase> agreementCases() {
          b.list.assign(static_cast<size_t>(pg.size()), std::vector<int32_t>(static_cast<size_t>(n), own(pg.rank())));
          std::vector<TensorRef> ins;
          for (auto& t : b.list) ins.push_back(ref(t));
-         OpOptions o;
-         o.root = pg.rank() == odd ? pg.size() - 1 : 0;
-         return pg.scatter(ref(b.output), ins, o);
+         return pg.scatter(ref(b.output), ins, oddRoot(pg));
        },
        oneOff("src")},
       {"scatter_tensor, every rank its own src",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          b.output.assign(static_cast<size_t>(n), kUntouched);
          b.input.assign(static_cast<size_t>(n * pg.size()), own(pg.rank()));
-         OpOptions o;
-         o.root = pg.rank();
-         return pg.scatterTensor(ref(b.output), ref(b.input), o);
+         return pg.scatterTensor(ref(b.output), ref(b.input), ownRoot(pg));
        },
        selfRoot("src")},
       {"broadcast, a dtype of the same size",
@@ -145,7 +167,7 @@ std::vector<AgreementCase> agreementCases() {
          // The odd rank reads the same bytes as float32: every size agrees.
          b.output.assign(static_cast<size_t>(n), own(pg.rank()));
          TensorRef t = ref(b.output);
-         if (pg.rank() == odd) t.dtype = DType::kFloat32;
+         if (pg.rank() == kOdd) t.dtype = DType::kFloat32;
          return pg.broadcast(t);
        },
        [](int) { return std::vector<std::string>{"different dtype: rank 0 passes int32, rank 1 passes float32"}; }},
@@ -165,57 +187,40 @@ std::vector<AgreementCase> agreementCases() {
          b.input.assign(static_cast<size_t>(n * p), own(pg.rank()));
          b.output.assign(static_cast<size_t>(n * p), kUntouched);
          TensorRef in = ref(b.input), out = ref(b.output);
-         if (pg.rank() == odd) in.dtype = out.dtype = DType::kFloat32;
+         if (pg.rank() == kOdd) in.dtype = out.dtype = DType::kFloat32;
          return pg.allToAllSingle(out, in, {}, {});
        },
        [](int) { return std::vector<std::string>{"different dtype: rank 0 passes int32, rank 1 passes float32"}; }},
       {"all_to_all_single, split sizes that do not match",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          // The odd rank expects one element more from rank 0 than rank 0 sends.
-         const int p = pg.size();
-         std::vector<int64_t> sends(static_cast<size_t>(p), n), recvs = sends;
-         if (pg.rank() == odd) recvs[0] += 1;
-         b.input.assign(static_cast<size_t>(n * p), own(pg.rank()));
-         b.output.assign(static_cast<size_t>(n * p + (pg.rank() == odd ? 1 : 0)), kUntouched);
-         return pg.allToAllSingle(ref(b.output), ref(b.input), recvs, sends);
+         return allToAllWithSplits(pg, b, std::vector<int64_t>(static_cast<size_t>(pg.size()), n),
+                                   oddSplits(pg, n));
        },
-       [](int) {
-         return std::vector<std::string>{"split sizes that do not match", "rank 0 sends", "to rank 1",
-                                         "output_split_sizes[0]"};
-       }},
+       splitsDoNotMatch},
       {"all_to_all_single, a block too large to travel with the records",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          // Rank 0 sends rank 1 64 KiB more than rank 1 expects: rank 0's
          // blocks wait for the verdict while the others' travel with their
          // records, and must be drained.
-         const int p = pg.size();
-         std::vector<int64_t> sends(static_cast<size_t>(p), n), recvs = sends;
+         std::vector<int64_t> sends(static_cast<size_t>(pg.size()), n), recvs = sends;
          if (pg.rank() == 0) sends[1] += kLargeBlockExtra;
-         b.input.assign(static_cast<size_t>(n * p + (pg.rank() == 0 ? kLargeBlockExtra : 0)), own(pg.rank()));
-         b.output.assign(static_cast<size_t>(n * p), kUntouched);
-         return pg.allToAllSingle(ref(b.output), ref(b.input), recvs, sends);
+         return allToAllWithSplits(pg, b, sends, recvs);
        },
-       [](int) {
-         return std::vector<std::string>{"split sizes that do not match", "rank 0 sends", "to rank 1",
-                                         "output_split_sizes[0]"};
-       }},
+       splitsDoNotMatch},
       {"all_gather_into_tensor_uneven, different split sizes",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
          // The odd rank gives rank 0 one element more (and its output one more).
-         const int p = pg.size();
-         std::vector<int64_t> splits(static_cast<size_t>(p), n);
-         if (pg.rank() == odd) splits[0] += 1;
+         const std::vector<int64_t> splits = oddSplits(pg, n);
          b.input.assign(static_cast<size_t>(n), own(pg.rank()));
-         b.output.assign(static_cast<size_t>(n * p + (pg.rank() == odd ? 1 : 0)), kUntouched);
+         b.output.assign(total(splits), kUntouched);
          return pg.allGatherIntoTensorUneven(ref(b.output), ref(b.input), splits);
        },
        [](int) { return std::vector<std::string>{"different output_split_sizes: rank 0 passes [", "rank 1 passes ["}; }},
       {"reduce_scatter_tensor_uneven, different split sizes",
        [](ProcessGroup& pg, int64_t n, Buffers& b) {
-         const int p = pg.size();
-         std::vector<int64_t> splits(static_cast<size_t>(p), n);
-         if (pg.rank() == odd) splits[0] += 1;
-         b.input.assign(static_cast<size_t>(n * p + (pg.rank() == odd ? 1 : 0)), own(pg.rank()));
+         const std::vector<int64_t> splits = oddSplits(pg, n);
+         b.input.assign(total(splits), own(pg.rank()));
          b.output.assign(static_cast<size_t>(n), kUntouched);
          return pg.reduceScatterTensorUneven(ref(b.output), ref(b.input), splits);
        },
@@ -340,35 +345,19 @@ class AgreeingAllToAll : public ::testing::TestWithParam<TransportCase> {};
 TEST_P(AgreeingAllToAll, SmallAndLargeBlocksMix) {
   // What rank `from` sends rank `to`: small, except rank 0's block for the
   // last rank.
-  auto count = [](int from, int to, int p) -> int64_t {
+  const int p = GetParam().p;
+  auto count = [p](int from, int to) -> int64_t {
     return from == 0 && to == p - 1 ? kLargeBlockExtra : 3 + from + 2 * to;
   };
-  auto value = [](int from, int to, int64_t i) { return from * 1000000 + to * 10000 + static_cast<int32_t>(i); };
   JobOptions o;
   o.bound = 60s;
-  auto statuses = runWorld(GetParam().p, withTransport(GetParam(), o), [&](RankEnv& e) {
-    ProcessGroup& pg = e.pg();
-    const int p = pg.size();
+  auto statuses = runWorld(p, withTransport(GetParam(), o), [&](RankEnv& e) {
     for (int round = 0; round < 3; ++round) {
-      std::vector<int64_t> sends, recvs;
-      std::vector<int32_t> input, output;
-      for (int peer = 0; peer < p; ++peer) {
-        sends.push_back(count(e.rank, peer, p));
-        recvs.push_back(count(peer, e.rank, p));
-        for (int64_t i = 0; i < sends.back(); ++i) input.push_back(value(e.rank, peer, i) + round);
-      }
-      int64_t total = 0;
-      for (int64_t c : recvs) total += c;
-      output.assign(static_cast<size_t>(total), kUntouched);
-      pg.allToAllSingle(ref(output), ref(input), recvs, sends)->wait();
-      size_t at = 0;
-      for (int peer = 0; peer < p; ++peer) {
-        for (int64_t i = 0; i < recvs[static_cast<size_t>(peer)]; ++i, ++at) {
-          CHILD_CHECK(output[at] == value(peer, e.rank, i) + round,
-                      "rank " << e.rank << ", round " << round << ": element " << i << " from rank " << peer
-                              << " is " << output[at]);
-        }
-      }
+      auto value = [round](int from, int to, int64_t i) {
+        return from * 1000000 + to * 10000 + static_cast<int32_t>(i) + round;
+      };
+      checkAllToAllSingle<int32_t>(e.pg(), count, value, true,
+                                   "rank " + std::to_string(e.rank) + ", round " + std::to_string(round));
     }
     return kExitOk;
   });

@@ -8,10 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <string>
-#include <vector>
 
 #include "caught_error.h"
 #include "meshcomm/error.h"
+#include "pending_transport.h"
 #include "runtime/executor.h"
 
 namespace meshcomm::test {
@@ -21,22 +21,8 @@ using namespace std::chrono_literals;
 
 // On its first progress() after arm(): finishes the first `finishing`
 // posted requests, then breaks (failing the rest), in that one pass.
-class FinishThenBreakTransport final : public Transport {
+class FinishThenBreakTransport final : public PendingTransport {
  public:
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  RequestPtr postSend(int peer, uint64_t tag, const MessageSignature& sig, const void* data,
-                      size_t bytes) override {
-    return post(makeRequest(true, peer, tag, sig, data, bytes));
-  }
-  RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature& sig, void* data,
-                      size_t bytes) override {
-    return post(makeRequest(false, peer, tag, sig, data, bytes));
-  }
-  RequestPtr postRecvAny(uint64_t tag, const MessageSignature& sig, void* data,
-                         size_t bytes) override {
-    return post(makeRequest(false, kAnyPeer, tag, sig, data, bytes));
-  }
   void wait(std::span<const RequestPtr>, const OpContext& ctx) override {
     throw Error(ctx.describe() + ": not used by these tests");
   }
@@ -48,15 +34,6 @@ class FinishThenBreakTransport final : public Transport {
     }
     abort(std::make_exception_ptr(Mismatch("rank 1 aborted the group: a mismatch")));
   }
-  bool hasPending() const override { return !pending_.empty(); }
-  void abort(std::exception_ptr error) override {
-    if (!broken_) broken_ = error;
-    for (auto& r : pending_) {
-      if (!r->done()) r->state = Request::State::kFailed;
-    }
-    pending_.clear();
-  }
-  std::exception_ptr brokenError() const override { return broken_; }
 
   // Thread-safe: the executor's thread reads it.
   void arm(size_t finishing) {
@@ -65,14 +42,8 @@ class FinishThenBreakTransport final : public Transport {
   }
 
  private:
-  RequestPtr post(RequestPtr r) {
-    pending_.push_back(r);
-    return r;
-  }
-  std::vector<RequestPtr> pending_;
   size_t finishing_ = 0;
   std::atomic<bool> armed_{false};
-  std::exception_ptr broken_;
 };
 
 Executor::Body oneRequest(FinishThenBreakTransport& t, bool isSend) {

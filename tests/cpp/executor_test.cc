@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <future>
 #include <mutex>
 #include <string>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "caught_error.h"
+#include "pending_transport.h"
 #include "runtime/executor.h"
 
 namespace meshcomm::test {
@@ -26,20 +26,8 @@ using namespace std::chrono_literals;
 // Requests complete only after release(): the next time a thread drives
 // the transport (the executor's, in the background), so a Request's state
 // is only ever touched by the thread that holds the executor's engine.
-class ReleasedTransport final : public Transport {
+class ReleasedTransport final : public PendingTransport {
  public:
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  RequestPtr postSend(int peer, uint64_t tag, const MessageSignature&, const void*, size_t bytes) override {
-    return post(true, peer, tag, bytes);
-  }
-  RequestPtr postRecv(int peer, uint64_t tag, const MessageSignature&, void*, size_t bytes) override {
-    return post(false, peer, tag, bytes);
-  }
-  // Rank 1, the only peer, is the sender it completes with.
-  RequestPtr postRecvAny(uint64_t tag, const MessageSignature&, void*, size_t bytes) override {
-    return post(false, kAnyPeer, tag, bytes);
-  }
   void wait(std::span<const RequestPtr> requests, const OpContext& ctx) override {
     for (;;) {
       settle();
@@ -63,29 +51,14 @@ class ReleasedTransport final : public Transport {
     ::poll(&p, interruptFd >= 0 ? 1 : 0, static_cast<int>(std::min<int64_t>(budget.count(), 5)));
     settle();
   }
-  bool hasPending() const override { return !pending_.empty(); }
-  void abort(std::exception_ptr error) override {
-    if (!broken_) broken_ = error;
-    for (auto& r : pending_) r->state = Request::State::kFailed;
-    pending_.clear();
-  }
-  std::exception_ptr brokenError() const override { return broken_; }
 
   // Lets the next n posted requests complete. Thread-safe.
   void release(int n) { released_ += n; }
 
  private:
-  RequestPtr post(bool isSend, int peer, uint64_t tag, size_t bytes) {
-    auto r = std::make_shared<Request>();
-    r->isSend = isSend;
-    r->peer = peer;
-    r->tag = tag;
-    r->bytes = bytes;
-    pending_.push_back(r);
-    return r;
-  }
   void settle() {
     while (!pending_.empty() && completed_ < released_.load()) {
+      // Rank 1, the only peer, is the sender a receive from any rank completes with.
       if (pending_.front()->peer == kAnyPeer) pending_.front()->peer = 1;
       pending_.front()->state = Request::State::kDone;
       pending_.pop_front();
@@ -93,10 +66,8 @@ class ReleasedTransport final : public Transport {
     }
   }
 
-  std::deque<RequestPtr> pending_;
   std::atomic<int> released_{0};
   int completed_ = 0;
-  std::exception_ptr broken_;
 };
 
 Executor::Body finished(std::function<void()> f) {

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "meshcomm/types.h"
@@ -176,27 +177,17 @@ inline void refFold(void* want, const std::vector<const void*>& ins, size_t coun
   }
 }
 
+// The fold in the element type itself: integers, float32/64 and complex.
 template <typename T>
-inline void refIntegers(ReduceOp op, void* want, const std::vector<const void*>& ins,
-                        size_t count) {
-  auto same = [](T v) { return v; };
-  refFold<T, T>(
-      want, ins, count, same, [op](T a, T b) { return refInt(op, a, b); }, same);
-}
-
-template <typename F>
-inline void refFloats(ReduceOp op, void* want, const std::vector<const void*>& ins, size_t count) {
-  auto same = [](F v) { return v; };
-  refFold<F, F>(
-      want, ins, count, same, [op](F a, F b) { return refFloat(op, a, b); }, same);
-}
-
-template <typename F>
-inline void refComplexes(ReduceOp op, void* want, const std::vector<const void*>& ins,
+inline void refInOwnType(ReduceOp op, void* want, const std::vector<const void*>& ins,
                          size_t count) {
-  auto same = [](Cplx<F> v) { return v; };
-  refFold<Cplx<F>, Cplx<F>>(
-      want, ins, count, same, [op](Cplx<F> a, Cplx<F> b) { return refComplex(op, a, b); }, same);
+  auto same = [](T v) { return v; };
+  auto combine = [op](T a, T b) {
+    if constexpr (std::is_integral_v<T>) return refInt(op, a, b);
+    else if constexpr (std::is_floating_point_v<T>) return refFloat(op, a, b);
+    else return refComplex(op, a, b);
+  };
+  refFold<T, T>(want, ins, count, same, combine, same);
 }
 
 inline void refBools(ReduceOp op, void* want, const std::vector<const void*>& ins, size_t count) {
@@ -226,32 +217,32 @@ inline void referenceReduce(ReduceOp op, DType dtype, void* want,
     case DType::kBool:
       return refBools(op, want, ins, count);
     case DType::kInt8:
-      return refIntegers<int8_t>(op, want, ins, count);
+      return refInOwnType<int8_t>(op, want, ins, count);
     case DType::kUInt8:
-      return refIntegers<uint8_t>(op, want, ins, count);
+      return refInOwnType<uint8_t>(op, want, ins, count);
     case DType::kInt16:
-      return refIntegers<int16_t>(op, want, ins, count);
+      return refInOwnType<int16_t>(op, want, ins, count);
     case DType::kUInt16:
-      return refIntegers<uint16_t>(op, want, ins, count);
+      return refInOwnType<uint16_t>(op, want, ins, count);
     case DType::kInt32:
-      return refIntegers<int32_t>(op, want, ins, count);
+      return refInOwnType<int32_t>(op, want, ins, count);
     case DType::kUInt32:
-      return refIntegers<uint32_t>(op, want, ins, count);
+      return refInOwnType<uint32_t>(op, want, ins, count);
     case DType::kInt64:
-      return refIntegers<int64_t>(op, want, ins, count);
+      return refInOwnType<int64_t>(op, want, ins, count);
     case DType::kUInt64:
-      return refIntegers<uint64_t>(op, want, ins, count);
+      return refInOwnType<uint64_t>(op, want, ins, count);
     case DType::kFloat16:
     case DType::kBFloat16:
       return refHalves(op, dtype, want, ins, count);
     case DType::kFloat32:
-      return refFloats<float>(op, want, ins, count);
+      return refInOwnType<float>(op, want, ins, count);
     case DType::kFloat64:
-      return refFloats<double>(op, want, ins, count);
+      return refInOwnType<double>(op, want, ins, count);
     case DType::kComplex64:
-      return refComplexes<float>(op, want, ins, count);
+      return refInOwnType<Cplx<float>>(op, want, ins, count);
     case DType::kComplex128:
-      return refComplexes<double>(op, want, ins, count);
+      return refInOwnType<Cplx<double>>(op, want, ins, count);
   }
 }
 

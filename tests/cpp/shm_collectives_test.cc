@@ -133,41 +133,15 @@ TEST_P(ShmAlgorithms, SmallBroadcastsAndReducesRunAheadOfALaggingReader) {
 // differ per pair and values per position, so a misplaced round shows.
 TEST_P(ShmAlgorithms, AllToAllOfSeveralRoundsPerBlock) {
   auto statuses = runJob(150s, [](RankEnv& e) {
-    ProcessGroup& pg = e.pg();
-    const auto p = static_cast<size_t>(e.size);
-    const auto me = static_cast<size_t>(e.rank);
     // Elements from rank `from` to rank `to`: 2.5 default chunks and more.
-    auto count = [](size_t from, size_t to) {
+    auto count = [](int from, int to) {
       return static_cast<int64_t>((5 * 512 * 1024 / 2 + 4096 * (from + 2 * to) + 12) / 4);
     };
-    auto value = [](size_t from, size_t to, int64_t i) {
+    auto value = [](int from, int to, int64_t i) {
       return static_cast<float>((from * 31 + to * 7 + static_cast<size_t>(i)) % 100003);
     };
-    std::vector<int64_t> sendCounts(p), recvCounts(p);
-    int64_t sendTotal = 0, recvTotal = 0;
-    for (size_t j = 0; j < p; ++j) {
-      sendCounts[j] = count(me, j);
-      recvCounts[j] = count(j, me);
-      sendTotal += sendCounts[j];
-      recvTotal += recvCounts[j];
-    }
-    std::vector<float> in(static_cast<size_t>(sendTotal));
-    std::vector<float> out(static_cast<size_t>(recvTotal));
-    for (size_t j = 0, at = 0; j < p; ++j) {
-      for (int64_t i = 0; i < sendCounts[j]; ++i) in[at++] = value(me, j, i);
-    }
     for (int call = 0; call < 2; ++call) {
-      std::fill(out.begin(), out.end(), -1.0f);
-      CHILD_CHECK(pg.allToAllSingle(TensorRef{out.data(), recvTotal, DType::kFloat32},
-                                    TensorRef{in.data(), sendTotal, DType::kFloat32}, recvCounts,
-                                    sendCounts)
-                      ->wait(60s));
-      for (size_t j = 0, at = 0; j < p; ++j) {
-        for (int64_t i = 0; i < recvCounts[j]; ++i, ++at) {
-          CHILD_CHECK(out[at] == value(j, me, i), "call " << call << ", block from rank " << j
-                                                          << ", element " << i << ": " << out[at]);
-        }
-      }
+      checkAllToAllSingle<float>(e.pg(), count, value, true, "call " + std::to_string(call), 60s);
     }
     return kExitOk;
   });
@@ -180,28 +154,14 @@ TEST_P(ShmAlgorithms, AllToAllOfSeveralRoundsPerBlock) {
 // number of rounds the two sides count.
 TEST_P(ShmAlgorithms, AllToAllBlocksAroundTheRegionSize) {
   auto statuses = runJob(150s, [](RankEnv& e) {
-    ProcessGroup& pg = e.pg();
-    const auto p = static_cast<size_t>(e.size);
-    const auto me = static_cast<size_t>(e.rank);
     constexpr int64_t kRegion = 512 * 1024 / 4;  // float32 elements
+    auto value = [](int from, int to, int64_t i) {
+      return static_cast<float>((from * 131 + to * 17 + i) % 65521);
+    };
     for (int64_t block : {kRegion - 18, kRegion - 16, kRegion - 2, kRegion, kRegion + 2,
                           2 * kRegion, 2 * kRegion + 16}) {
-      const auto n = static_cast<size_t>(block);
-      std::vector<float> in(n * p), out(n * p, -1.0f);
-      for (size_t j = 0; j < p; ++j) {
-        for (size_t i = 0; i < n; ++i) in[j * n + i] = static_cast<float>((me * 131 + j * 17 + i) % 65521);
-      }
-      const auto total = static_cast<int64_t>(n * p);
-      CHILD_CHECK(pg.allToAllSingle(TensorRef{out.data(), total, DType::kFloat32},
-                                    TensorRef{in.data(), total, DType::kFloat32}, {}, {})
-                      ->wait(60s));
-      for (size_t j = 0; j < p; ++j) {
-        for (size_t i = 0; i < n; ++i) {
-          CHILD_CHECK(out[j * n + i] == static_cast<float>((j * 131 + me * 17 + i) % 65521),
-                      "block of " << block << " elements from rank " << j << ", element " << i
-                                  << ": " << out[j * n + i]);
-        }
-      }
+      checkAllToAllSingle<float>(e.pg(), [block](int, int) { return block; }, value, false,
+                                 "blocks of " + std::to_string(block) + " elements", 60s);
     }
     return kExitOk;
   });

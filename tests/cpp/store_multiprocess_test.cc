@@ -58,47 +58,53 @@ TEST_F(TCPStoreProcessTest, ProcessesForkedWithARunningServerAppendToOneKey) {
   }
 }
 
-TEST_F(TCPStoreProcessTest, ForkedClientsStartedBeforeTheServer) {
-  uint16_t port = unusedPort();
-  ASSERT_NE(port, 0);
-  ChildGroup children(3, [port](int rank) {
+// Three forked clients of the server on `port`: each connects (once `go`
+// has a post for it, when given), checks in ("arrived" + 1, "worker/<rank>"
+// = rank * 10) and stays connected until the server sets "done".
+ChildGroup checkingInClients(uint16_t port, PipeChannel* go = nullptr) {
+  return ChildGroup(3, [port, go](int rank) {
+    if (go != nullptr) go->receiveOrExit(10s);  // the server is about to start
     TCPStore c(clientOptions(port, 10s));
     c.add("arrived", 1);
-    c.set("child/" + std::to_string(rank), std::to_string(rank * 10));
+    c.set("worker/" + std::to_string(rank), std::to_string(rank * 10));
     c.wait({"done"}, 10s);
     return test::kExitOk;
   });
-  ASSERT_EQ(children.size(), 3u);
-  std::this_thread::sleep_for(300ms);
-  TCPStore server(serverAwaiting(port, 4));
-  server.wait({"child/0", "child/1", "child/2"}, 10s);
+}
+
+// The server's side: every client of checkingInClients() checked in; then
+// they are let go and must all end well.
+void expectCheckedIn(TCPStore& server, ChildGroup& children) {
+  server.wait({"worker/0", "worker/1", "worker/2"}, 10s);
   EXPECT_EQ(server.getString("arrived"), "3");
   for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(server.getString("child/" + std::to_string(r)), std::to_string(r * 10));
+    EXPECT_EQ(server.getString("worker/" + std::to_string(r)), std::to_string(r * 10));
   }
   server.set("done", "1");
   expectChildrenOk(children, 15s);
+}
+
+TEST_F(TCPStoreProcessTest, ForkedClientsStartedBeforeTheServer) {
+  uint16_t port = unusedPort();
+  ASSERT_NE(port, 0);
+  ChildGroup children = checkingInClients(port);
+  ASSERT_EQ(children.size(), 3u);
+  std::this_thread::sleep_for(300ms);
+  TCPStore server(serverAwaiting(port, 4));
+  expectCheckedIn(server, children);
 }
 
 TEST_F(TCPStoreProcessTest, WaitForWorkersSucceedsWithThreeForkedClients) {
   uint16_t port = unusedPort();
   ASSERT_NE(port, 0);
   PipeChannel go;
-  ChildGroup children(3, [port, &go](int rank) {
-    go.receiveOrExit(10s);  // the server is about to start
-    TCPStore c(clientOptions(port, 10s));
-    c.set("worker/" + std::to_string(rank), "here");
-    c.wait({"done"}, 10s);
-    return test::kExitOk;
-  });
+  ChildGroup children = checkingInClients(port, &go);
   auto opts = serverAwaiting(port, 4);
   ASSERT_TRUE(go.post(1, 3));
   auto t0 = Clock::now();
   TCPStore server(opts);
   EXPECT_LT(since(t0), 10s);
-  server.wait({"worker/0", "worker/1", "worker/2"}, 10s);
-  server.set("done", "1");
-  expectChildrenOk(children, 15s);
+  expectCheckedIn(server, children);
 }
 
 TEST_F(TCPStoreProcessTest, WaitForWorkersTimeoutSaysHowManyArrived) {

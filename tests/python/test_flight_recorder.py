@@ -50,6 +50,21 @@ def tool_env(**extra):
     return env
 
 
+def worker(elements, body, imports=""):
+    """A worker script for meshrun: `imports`, a process group from meshrun's
+    environment, x = `elements` float32 ones, then `body`."""
+    return (f"{imports}import numpy as np\nimport meshcomm\nmeshcomm.init_process_group()\n"
+            f"x = np.ones({elements}, np.float32)\n{body}")
+
+
+def diagnosis(dump_dir, status=1):
+    """meshcomm-diagnose's report on the dumps in dump_dir, which must end
+    with `status` (1: it found a problem)."""
+    result = diagnose.diagnose(str(dump_dir))
+    assert result.status == status, result.text
+    return result.text
+
+
 def run_meshrun(tmp_path, body, *args, env=None, timeout=RUN_TIMEOUT):
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(body))
@@ -107,10 +122,9 @@ def test_dump_on_demand_records_every_operation_and_diagnoses_healthy(run_worker
                 ("send" if rank == 0 else "recv", 0, 1 - rank, 4096, "completed")]
         else:
             assert p2p == []
-    result = diagnose.diagnose(str(tmp_path))
-    assert result.status == 0, result.text
-    assert "3 of 3 ranks left a dump" in result.text
-    assert "no problem found" in result.text
+    text = diagnosis(tmp_path, 0)
+    assert "3 of 3 ranks left a dump" in text
+    assert "no problem found" in text
 
 
 def test_dump_flight_recorder_rejects_bad_paths():
@@ -222,10 +236,9 @@ def test_timeout_writes_the_dump_and_names_it(spawn_workers, free_port, tmp_path
     assert (records[-1]["op"], records[-1]["seq"], records[-1]["state"]) == ("all_reduce", 1,
                                                                             "failed")
     assert "Timed out waiting for" in records[-1]["error"]
-    result = diagnose.diagnose(str(tmp_path))
-    assert result.status == 1
-    assert "no dump from rank 1" in result.text
-    assert "rank 0 failed in all_reduce #1 (float32, 4 MiB)" in result.text
+    text = diagnosis(tmp_path)
+    assert "no dump from rank 1" in text
+    assert "rank 0 failed in all_reduce #1 (float32, 4 MiB)" in text
 
 
 def _peer_lost(rank, nprocs, port, dump_dir):
@@ -250,10 +263,9 @@ def test_lost_peer_writes_the_dump(spawn_workers, free_port, tmp_path):
         kind, message = o.result
         assert kind == "DistPeerLostError", message
         assert f"flight recorder written to {tmp_path}/rank_{o.rank}.jsonl" in message
-    result = diagnose.diagnose(str(tmp_path))
-    assert result.status == 1
-    assert "no dump from rank 2" in result.text
-    assert "ranks 0,1 failed in all_reduce #1" in result.text
+    text = diagnosis(tmp_path)
+    assert "no dump from rank 2" in text
+    assert "ranks 0,1 failed in all_reduce #1" in text
 
 
 def _mismatch(rank, nprocs, port, dump_dir):
@@ -273,28 +285,22 @@ def test_mismatch_writes_the_dump_and_diagnose_shows_both_signatures(spawn_worke
     assert all(o.ok for o in outcomes), [o.describe() for o in outcomes]
     for o in outcomes:
         assert o.result and "flight recorder written to" in o.result
-    result = diagnose.diagnose(str(tmp_path))
-    assert result.status == 1
+    text = diagnosis(tmp_path)
     assert ("mismatch at #1: ranks 0,2 called all_reduce #1 (float32, 16 B); "
-            "rank 1 called all_reduce #1 (float32, 20 B)") in result.text
+            "rank 1 called all_reduce #1 (float32, 20 B)") in text
 
 
 # ---- meshrun ----------------------------------------------------------------
 
-HANG = """\
-import os, signal
-import numpy as np
-import meshcomm
-meshcomm.init_process_group()
+HANG = worker("1 << 20", """\
 rank = meshcomm.get_rank()
-x = np.ones(1 << 20, np.float32)
 for _ in range(3):
     meshcomm.all_reduce(x)
 meshcomm.broadcast(x, src=0)
 if rank == 1:
     os.kill(os.getpid(), signal.SIGSTOP)
 meshcomm.all_reduce(x)
-"""
+""", imports="import os, signal\n")
 
 
 def _others_wait_or_failed(summary, operation):
@@ -329,13 +335,7 @@ def test_meshrun_names_the_stopped_rank_and_the_operation(tmp_path):
     _others_wait_or_failed(again.stdout, r"all_reduce #4")
 
 
-FAILS = """\
-import os
-import time
-import numpy as np
-import meshcomm
-meshcomm.init_process_group()
-x = np.ones(16, np.float32)
+FAILS = worker(16, """\
 meshcomm.all_reduce(x)
 meshcomm.broadcast(x, src=0)
 if meshcomm.get_rank() == 2:
@@ -345,7 +345,7 @@ if meshcomm.get_rank() == 2:
     print("rank 2 crashes", flush=True)
     os._exit(1)
 meshcomm.all_reduce(x)
-"""
+""", imports="import os\nimport time\n")
 
 
 def test_meshrun_diagnoses_after_a_failed_worker(tmp_path):
@@ -374,11 +374,7 @@ def test_meshrun_says_nothing_more_on_success(tmp_path):
 
 # ---- the per-call trace -----------------------------------------------------
 
-TRACED = """\
-import numpy as np
-import meshcomm
-meshcomm.init_process_group()
-x = np.ones(1024, np.float32)
+TRACED = worker(1024, """\
 meshcomm.all_reduce(x)
 meshcomm.broadcast(x, src=1)
 if meshcomm.get_rank() == 0:
@@ -386,7 +382,7 @@ if meshcomm.get_rank() == 0:
 else:
     meshcomm.recv(x, src=0)
 meshcomm.destroy_process_group()
-"""
+""")
 
 
 def test_trace_prints_one_line_per_operation(tmp_path):
@@ -452,13 +448,12 @@ def test_diagnose_names_the_rank_behind_and_what_the_others_wait_in(tmp_path):
     for rank in (0, 1, 3):
         write_dump(tmp_path, rank, 4, history + [op(42, state="started", started=968.8)])
     write_dump(tmp_path, 2, 4, history)
-    result = diagnose.diagnose(str(tmp_path))
-    assert result.status == 1
-    assert ("group world (4 ranks):" in result.text)
+    text = diagnosis(tmp_path)
+    assert ("group world (4 ranks):" in text)
     assert ("ranks 0,1,3 wait in all_reduce #42 (float32, 4 MiB) since 31.2 s; "
-            "rank 2 last finished broadcast #41 and never entered #42") in result.text
+            "rank 2 last finished broadcast #41 and never entered #42") in text
     assert ("ranks 0,1,3: entered #42, finished #41; rank 2: entered #41, finished #41"
-            in result.text)
+            in text)
 
 
 def test_diagnose_abbreviates_long_rank_lists(tmp_path):
@@ -476,9 +471,8 @@ def test_diagnose_abbreviates_long_rank_lists(tmp_path):
 def test_diagnose_reports_missing_ranks(tmp_path):
     write_dump(tmp_path, 0, 3, [op(0)])
     write_dump(tmp_path, 2, 3, [op(0)])
-    result = diagnose.diagnose(str(tmp_path))
-    assert result.status == 1
-    assert "no dump from rank 1" in result.text
+    text = diagnosis(tmp_path)
+    assert "no dump from rank 1" in text
 
 
 def test_diagnose_exits_0_on_a_healthy_job(tmp_path):
@@ -544,27 +538,20 @@ def test_diagnose_shows_point_to_point_waits_and_each_group(tmp_path):
                 records += [dict(op(5, state="started", started=995.0), group_id=1, group="pair"),
                             recv]
         write_dump(tmp_path, rank, 3, records, groups=groups)
-    result = diagnose.diagnose(str(tmp_path))
-    assert result.status == 1
-    text = result.text
+    text = diagnosis(tmp_path)
     assert text.index("group world (3 ranks)") < text.index("group pair (2 ranks)")
     assert "rank 0 waits in recv #3 (from rank 1, 4 KiB) since 12.0 s" in text
     assert ("rank 0 waits in all_reduce #5 (float32, 4 MiB) since 5.0 s; "
             "rank 1 last finished all_reduce #4 and never entered #5") in text
 
 
-SLEEPER = """\
-import os, sys, time
-import numpy as np
-import meshcomm
-meshcomm.init_process_group()
-x = np.ones(16, np.float32)
+SLEEPER = worker(16, """\
 meshcomm.all_reduce(x)
 open(os.path.join(sys.argv[1], f"ready_{meshcomm.get_rank()}"), "w").close()
 if meshcomm.get_rank() == 1:
     time.sleep(120)  # busy elsewhere: alive, so it answers SIGUSR1
 meshcomm.all_reduce(x)
-"""
+""", imports="import os, sys, time\n")
 
 
 def test_meshrun_diagnoses_when_stopped_by_sigterm(tmp_path):

@@ -115,42 +115,38 @@ struct BoolTraits {
   static std::string show(Storage a) { return std::to_string(a); }
 };
 
-template <class I>
-struct IntTraits {
-  using Storage = I;
-  static constexpr bool kNarrow = false;
-  // Conversion to a narrower or unsigned type is modular (C++20).
-  static Storage make(int64_t k) { return static_cast<Storage>(k); }
-  static Storage combine(ReduceOp op, Storage a, Storage b) {
-    // uint64 arithmetic wraps like the library's two's complement kernels
-    // and avoids the undefined overflow of promoted signed arithmetic.
-    auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+// combine() for a real type S, sums and products computed in Arith:
+// uint64_t for the integers, which wraps like the library's two's
+// complement kernels and avoids the undefined overflow of promoted signed
+// arithmetic; S itself for the floating types.
+template <class S, class Arith>
+struct RealCombine {
+  static S combine(ReduceOp op, S a, S b) {
     switch (op) {
-      case ReduceOp::kSum: return static_cast<Storage>(ua + ub);
-      case ReduceOp::kProd: return static_cast<Storage>(ua * ub);
+      case ReduceOp::kSum: return static_cast<S>(static_cast<Arith>(a) + static_cast<Arith>(b));
+      case ReduceOp::kProd: return static_cast<S>(static_cast<Arith>(a) * static_cast<Arith>(b));
       case ReduceOp::kMin: return b < a ? b : a;
       case ReduceOp::kMax: return a < b ? b : a;
     }
     return a;
   }
+};
+
+template <class I>
+struct IntTraits : RealCombine<I, uint64_t> {
+  using Storage = I;
+  static constexpr bool kNarrow = false;
+  // Conversion to a narrower or unsigned type is modular (C++20).
+  static Storage make(int64_t k) { return static_cast<Storage>(k); }
   static bool same(Storage a, Storage b) { return a == b; }
   static std::string show(Storage a) { return std::to_string(a); }
 };
 
 template <class F>
-struct FloatTraits {
+struct FloatTraits : RealCombine<F, F> {
   using Storage = F;
   static constexpr bool kNarrow = false;
   static Storage make(int64_t k) { return static_cast<F>(k); }
-  static Storage combine(ReduceOp op, Storage a, Storage b) {
-    switch (op) {
-      case ReduceOp::kSum: return a + b;
-      case ReduceOp::kProd: return a * b;
-      case ReduceOp::kMin: return b < a ? b : a;
-      case ReduceOp::kMax: return a < b ? b : a;
-    }
-    return a;
-  }
   static bool same(Storage a, Storage b) { return a == b || (std::isnan(a) && std::isnan(b)); }
   static std::string show(Storage a) {
     std::ostringstream os;

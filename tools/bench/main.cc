@@ -12,8 +12,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,8 +23,8 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
+#include "forked_job.h"
 #include "meshcomm/error.h"
 #include "meshcomm/process_group.h"
 #include "meshcomm/store.h"
@@ -42,10 +40,6 @@ using Clock = std::chrono::steady_clock;
 // Counts ranks that have left their World, so the rank hosting the store
 // keeps it up until no one needs it.
 constexpr const char* kDoneKey = "meshcomm-bench/done";
-
-volatile sig_atomic_t gStopSignal = 0;
-
-void onStopSignal(int sig) { gStopSignal = sig; }
 
 void onAlarm(int) {
   static const char kMsg[] = "meshcomm-bench: --time-limit exceeded; exiting\n";
@@ -167,73 +161,6 @@ int childMain(const Options& o, int rank, int nranks, int pipeRead, int pipeWrit
   return rc;
 }
 
-void killAll(const std::vector<pid_t>& pids, const std::vector<bool>& reaped) {
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if (!reaped[i]) ::kill(pids[i], SIGTERM);
-  }
-  auto until = Clock::now() + std::chrono::seconds(1);
-  for (size_t i = 0; i < pids.size(); ++i) {
-    if (reaped[i]) continue;
-    int status;
-    while (::waitpid(pids[i], &status, WNOHANG) == 0 && Clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    ::kill(pids[i], SIGKILL);
-    ::waitpid(pids[i], &status, 0);
-  }
-}
-
-// Waits for every rank; on the first failure, signal or time-out, kills the
-// rest. Returns the run's exit code.
-int supervise(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
-  struct sigaction sa {};
-  sa.sa_handler = onStopSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-
-  const auto deadline = Clock::now() + limit;
-  std::vector<bool> reaped(pids.size(), false);
-  size_t alive = pids.size();
-  int result = kExitOk;
-  while (alive > 0) {
-    for (size_t r = 0; r < pids.size(); ++r) {
-      if (reaped[r]) continue;
-      int status = 0;
-      pid_t got = ::waitpid(pids[r], &status, WNOHANG);
-      if (got != pids[r]) continue;
-      reaped[r] = true;
-      --alive;
-      int code = kExitRuntime;
-      if (WIFEXITED(status)) {
-        code = WEXITSTATUS(status);
-      } else if (WIFSIGNALED(status)) {
-        std::fprintf(stderr, "meshcomm-bench: rank %zu (pid %d) was killed by signal %d\n", r,
-                     static_cast<int>(pids[r]), WTERMSIG(status));
-      }
-      if (code == kExitCheckFailed) {
-        result = std::max(result, code);
-      } else if (code != kExitOk) {
-        if (alive > 0) {
-          std::fprintf(stderr, "meshcomm-bench: rank %zu failed (exit %d); stopping the others\n",
-                       r, code);
-        }
-        killAll(pids, reaped);
-        return kExitRuntime;
-      }
-    }
-    if (alive == 0) break;
-    if (gStopSignal != 0 || Clock::now() >= deadline) {
-      std::fprintf(stderr, "meshcomm-bench: %s; killing %zu rank(s)\n",
-                   gStopSignal != 0 ? "interrupted" : "--time-limit exceeded", alive);
-      killAll(pids, reaped);
-      return kExitRuntime;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return result;
-}
-
 int runForked(const Options& o) {
   const int nranks = *o.nranks;
   int fds[2];
@@ -241,36 +168,13 @@ int runForked(const Options& o) {
     std::fprintf(stderr, "meshcomm-bench: pipe: %s\n", std::strerror(errno));
     return kExitRuntime;
   }
-  const pid_t parent = ::getpid();
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < nranks; ++rank) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      // A rank never outlives the parent that would otherwise reap it.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) _exit(kExitRuntime);
-      int rc = kExitRuntime;
-      try {
-        rc = childMain(o, rank, nranks, fds[0], fds[1]);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "meshcomm-bench: rank %d: %s\n", rank, e.what());
-      }
-      std::fflush(nullptr);
-      _exit(rc);
-    }
-    if (pid < 0) {
-      std::fprintf(stderr, "meshcomm-bench: fork: %s\n", std::strerror(errno));
-      ::close(fds[0]);
-      ::close(fds[1]);
-      killAll(pids, std::vector<bool>(pids.size(), false));
-      return kExitRuntime;
-    }
-    pids.push_back(pid);
-  }
+  auto pids = forkRanks("meshcomm-bench", nranks, [&](int rank) {
+    return childMain(o, rank, nranks, fds[0], fds[1]);
+  });
   ::close(fds[0]);
   ::close(fds[1]);
-  return supervise(pids, o.timeLimit);
+  if (!pids) return kExitRuntime;
+  return superviseRanks("meshcomm-bench", *pids, o.timeLimit);
 }
 
 // ---- under a launcher ----

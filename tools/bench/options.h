@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "forked_job.h"  // the exit codes
 #include "meshcomm/types.h"
 #include "ops.h"
 
@@ -44,12 +45,6 @@ struct Options {
   std::chrono::seconds timeLimit{900};       // the whole run
   double targetSeconds = 0.25;        // adaptive: timed seconds per size
 };
-
-// Exit codes shared by the parent and every rank.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitCheckFailed = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitRuntime = 3;
 
 // Outcome of parsing: run, or exit at once with `exitCode` after printing
 // `message` (the help text to stdout for --help, an error to stderr).

@@ -84,8 +84,15 @@ class Loop {
 // Iterations that make the timed phase last about `target` seconds
 // (calibration.h).
 int64_t calibrate(Loop& loop, ProcessGroup& group, double target) {
-  return calibrateIterations(
-      [&](int64_t batch) { return overRanks(group, loop.run(batch), ReduceOp::kMax); }, target);
+  struct Batches {
+    Loop& loop;
+    ProcessGroup& group;
+  } batches{loop, group};
+  auto slowest = [](void* ctx, int64_t batch) {
+    auto& b = *static_cast<Batches*>(ctx);
+    return overRanks(b.group, b.loop.run(batch), ReduceOp::kMax);
+  };
+  return calibrateIterations(slowest, &batches, target);
 }
 
 }  // namespace
