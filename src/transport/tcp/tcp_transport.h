@@ -135,6 +135,9 @@ class TcpTransport final : public Transport {
   bool pollSawSignal_ = false;
   // The last poll(2) reported events on some descriptor.
   bool pollSawEvents_ = false;
+  // Bytes written to or read from any socket so far: a wait that sees it
+  // grow keeps spinning (wait()).
+  uint64_t bytesMoved_ = 0;
   std::exception_ptr broken_;
   // What the current wait() is for (its failures name it), and what
   // progress() says it was doing: kept, so that neither allocates.
