@@ -25,11 +25,11 @@ namespace {
 
 constexpr auto kMonitorInterval = std::chrono::milliseconds(200);
 constexpr int kMaxBlockingPollMs = 100;
-// A header is read with up to this many bytes after it, so a small
-// message (and often the next header) takes one recv rather than two; a
-// larger payload's remainder is read straight into its destination. Past
-// a few KiB, copying what was read ahead costs about what a recv saves.
-constexpr size_t kReadAheadBytes = 4 * 1024;
+// A header is read with up to 4 KiB after it, so a message of up to 4 KiB
+// (and often the next header) takes one recv rather than two; a larger
+// payload's remainder is read straight into its destination. Past a few
+// KiB, copying what was read ahead costs about what a recv saves.
+constexpr size_t kReadAheadBytes = sizeof(wire::Header) + 4 * 1024;
 // One write carries up to half this many queued messages (a header and a
 // payload each).
 constexpr int kMaxSendIovecs = 64;
