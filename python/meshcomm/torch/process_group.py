@@ -226,27 +226,13 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
             return InvalidArgumentError(str(error))
         return self._failed(error)
 
-    def _native_call(self, kernel, tensors, opts):
-        """The Work of the native part's `kernel` (its name) for a call it
-        takes whole, or NotImplemented: for a call it does not take, without
-        the native part or options, or while an operation issued in steps
-        holds the lane (_gate). Then the Python path runs the call."""
-        native = self._native
-        if native is None or opts is None or self._gate is not None:
-            return NotImplemented
-        try:
-            return getattr(_native, kernel)(native, tensors, opts)
-        except (ValueError, RuntimeError) as e:
-            raise self._native_failed(e) from None
-
     # ---- all_reduce ---------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
         native = self._native
         if native is not None and opts is not None and self._gate is None:
-            # The hottest call, taken whole by the native part when it is
-            # blocking, of one tensor as the core takes it: _native_call
-            # written out, one Python call less on every all_reduce.
+            # The hottest call: blocking, one tensor as the core takes it;
+            # NotImplemented for anything else.
             try:
                 work = _native.allreduce(native, tensors, opts)
             except (ValueError, RuntimeError) as e:
@@ -366,9 +352,14 @@ class ProcessGroupMeshcomm(Issuing, Exchanges, dist.ProcessGroup):
     # ---- broadcast / reduce ---------------------------------------------
 
     def broadcast(self, tensors, opts=None):
-        work = self._native_call("broadcast", tensors, opts)
-        if work is not NotImplemented:
-            return work
+        native = self._native
+        if native is not None and opts is not None and self._gate is None:
+            try:
+                work = _native.broadcast(native, tensors, opts)
+            except (ValueError, RuntimeError) as e:
+                raise self._native_failed(e) from None
+            if work is not NotImplemented:
+                return work
         t = _one(tensors, "broadcast")
         if opts is None:
             opts = dist.BroadcastOptions()

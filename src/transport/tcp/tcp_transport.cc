@@ -441,8 +441,8 @@ void TcpTransport::wait(std::span<const RequestPtr> requests, const OpContext& c
     // moved, not from the start: a message larger than the socket buffers
     // crosses in many turns, and a rank that slept in poll(2) between them
     // had to be woken for each. 2 ranks, 1 MiB broadcast over loopback:
-    // 245-363 us with the spin counted from the start, 218-229 us when it
-    // lasted the whole call (docs/tuning.md).
+    // 212-363 us with the spin counted from the start, 215-226 us with it
+    // counted from the last byte (docs/tuning.md).
     uint64_t movedBefore = bytesMoved_;
     // One clock read per turn of the loop, at its end. A turn of the spin
     // is a recv() or poll() of about a microsecond; with three reads a turn
